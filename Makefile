@@ -1,0 +1,109 @@
+# strata — build, test and demo.
+#
+#   make            build the CLI and one agent module per Python found
+#   make check      install test dependencies, build, run every test
+#   make demo       install, build, profile examples/demo.py, print the report
+#   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
+#
+# Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
+# and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
+# itself, so the build tree and an installed tree work the same way).
+
+.DEFAULT_GOAL := all
+BUILD    ?= build
+PREFIX   ?= /usr/local
+CC       ?= cc
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+WARN      = -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers
+CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
+BASECFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS)
+STRATA_VERSION := 0.1.0
+
+# Minor versions the per-version agent module has accessors for.
+SUPPORTED_MINORS ?= 3.11
+PYTHONS ?=
+
+BIN      = $(BUILD)/bin
+LIBDIR   = $(BUILD)/lib/strata
+OBJ      = $(BUILD)/obj
+
+COMMON_SRC = $(wildcard src/common/*.c)
+LIB_SRC    = $(wildcard src/lib/*.c)
+EXPORT_SRC = $(wildcard src/export/*.c)
+CLI_SRC    = $(wildcard src/cli/*.c)
+AGENT_SRC  = $(wildcard src/agent/*.c)
+
+CLI_LIBS   = -lzstd -lm
+AGENT_LIBS = -lzstd -ldl -lpthread -lrt
+
+CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
+AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
+
+# One agent module per interpreter: the fragment lists versions and headers.
+$(BUILD)/pythons.mk: scripts/pythons.sh
+	@mkdir -p $(BUILD)
+	@scripts/pythons.sh $(PYTHONS) > $@.tmp && mv $@.tmp $@
+-include $(BUILD)/pythons.mk
+PY_BUILDS = $(foreach v,$(PY_VERSIONS),$(if $(filter $(PY_MINOR_$(v)),$(SUPPORTED_MINORS)),$(v)))
+PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so)
+
+.PHONY: all clean check demo test unit asan func fuzz deps install bench
+all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES)
+
+$(OBJ)/cli/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -c $< -o $@
+
+$(OBJ)/agent/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -MMD -MP -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
+
+$(BIN)/strata: $(CLI_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(CLI_LIBS)
+
+$(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -o $@ $^ $(AGENT_LIBS)
+
+# The module resolves CPython's symbols from the process it is loaded into.
+$(LIBDIR)/strata-py-%.so: src/agent/py/pyframes.c src/agent/pyapi.h src/common/format.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
+		-I$(PY_INC_$*) -shared -o $@ $<
+
+-include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+
+# ---- tests ----------------------------------------------------------------
+
+include tests/unit/unit.mk
+
+deps:
+	scripts/deps.sh
+
+check: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) asan
+	$(MAKE) func
+
+func: all
+	scripts/run-func-tests.sh
+
+demo:
+	scripts/deps.sh demo
+	$(MAKE) all
+	$(BIN)/strata record -o $(BUILD)/demo.strata -- /usr/bin/python3 examples/demo.py
+	$(BIN)/strata report $(BUILD)/demo.strata
+
+bench: all
+	bench/overhead.py
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/strata
+	install -m 755 $(BIN)/strata $(DESTDIR)$(PREFIX)/bin/strata
+	install -m 755 $(LIBDIR)/*.so $(DESTDIR)$(PREFIX)/lib/strata/
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,290 @@
+/*
+ * agent.c — lifecycle of the in-process agent.
+ *
+ * libstrata-agent.so is preloaded (LD_PRELOAD) into every process that
+ * `strata record` starts, Python or not. Its constructor decides whether
+ * there is anything to do: the output must be configured (STRATA_OUTPUT)
+ * and the process must contain a CPython (Py_GetVersion is exported by
+ * every python executable and libpython). It then loads the module built
+ * for that interpreter version, installs the signal handlers, registers the
+ * main thread and starts the writer. Anything else (a shell, /bin/true, a
+ * compiler started by a build) is left alone except that exec() and
+ * posix_spawn() keep the variables that carry profiling to grandchildren.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "../common/format.h"
+
+struct agent agent = { .reg_lock = PTHREAD_MUTEX_INITIALIZER };
+uint8_t *code_seen;
+
+uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int agent_safe_read(void *dst, uint64_t src, size_t n)
+{
+	if (!src)
+		return -1;
+	struct iovec local = { dst, n };
+	struct iovec remote = { (void *)(uintptr_t)src, n };
+	ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	return r == (ssize_t)n ? 0 : -1;
+}
+
+void agent_log(const char *fmt, ...)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "strata: ");
+	va_list ap;
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(2, buf, (size_t)n);
+	(void)w;
+}
+
+static uint64_t new_stream_id(void)
+{
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+		id = mono_ns() ^ ((uint64_t)getpid() << 32);
+	return id ? id : 1;
+}
+
+/* STRATA_OPTIONS: comma-separated key=value pairs written by `strata record`. */
+static void parse_options(struct agent_config *c, const char *s)
+{
+	c->mode = MODE_CPU;
+	c->rate_hz = 1000;
+	c->max_depth = 512;
+	c->ring_size = 1u << 18;
+	c->flush_ms = 100;
+	c->paused = 0;
+	while (s && *s) {
+		char key[32], val[64];
+		const char *eq = strchr(s, '='), *end = strchr(s, ',');
+		if (!end)
+			end = s + strlen(s);
+		if (eq && eq < end && (size_t)(eq - s) < sizeof(key) && (size_t)(end - eq - 1) < sizeof(val)) {
+			memcpy(key, s, (size_t)(eq - s));
+			key[eq - s] = 0;
+			memcpy(val, eq + 1, (size_t)(end - eq - 1));
+			val[end - eq - 1] = 0;
+			unsigned long v = strtoul(val, NULL, 10);
+			if (!strcmp(key, "mode"))
+				c->mode = !strcmp(val, "wall") ? MODE_WALL : MODE_CPU;
+			else if (!strcmp(key, "rate") && v >= 1 && v <= 100000)
+				c->rate_hz = (unsigned)v;
+			else if (!strcmp(key, "depth") && v >= 1 && v <= 4096)
+				c->max_depth = (unsigned)v;
+			else if (!strcmp(key, "ring") && v >= 4096 && v <= (1ul << 28) && !(v & (v - 1)))
+				c->ring_size = (uint32_t)v;
+			else if (!strcmp(key, "flush") && v >= 5 && v <= 10000)
+				c->flush_ms = (int)v;
+			else if (!strcmp(key, "paused"))
+				c->paused = v != 0;
+		}
+		s = *end ? end + 1 : end;
+	}
+	c->period_ns = 1000000000ull / c->rate_hz;
+	/* A Python frame record is 16 bytes; the ring must hold many deep samples. */
+	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe)))
+		c->ring_size *= 2;
+}
+
+/* Finds and loads strata-py-<version>.so next to this library: the exact
+ * version first, else another build of the same X.Y (layouts do not change
+ * within a minor release). */
+static const struct strata_pyapi *load_pymodule(const char *version, char *tried, size_t tlen)
+{
+	Dl_info info;
+	if (!dladdr((void *)&agent, &info) || !info.dli_fname)
+		return NULL;
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+
+	char path[4352];
+	void *h = NULL;
+	snprintf(path, sizeof(path), "%s/strata-py-%s.so", dir, version);
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	tried[0] = 0;
+	if (!h) {
+		char minor[16];
+		const char *d1 = strchr(version, '.');
+		const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+		size_t ml = d2 ? (size_t)(d2 - version) : strlen(version);
+		snprintf(minor, sizeof(minor), "%.*s.", (int)ml, version);
+		DIR *dp = opendir(dir);
+		struct dirent *e;
+		size_t to = 0;
+		while (dp && (e = readdir(dp))) {
+			const char *n = e->d_name;
+			if (strncmp(n, "strata-py-", 10) != 0)
+				continue;
+			size_t l = strlen(n);
+			if (l > 13 && strcmp(n + l - 3, ".so") == 0 && to < tlen)
+				to += (size_t)snprintf(tried + to, tlen - to, "%s%.*s", to ? ", " : "", (int)(l - 13), n + 10);
+			if (!h && strncmp(n + 10, minor, strlen(minor)) == 0) {
+				snprintf(path, sizeof(path), "%s/%s", dir, n);
+				h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+			}
+		}
+		if (dp)
+			closedir(dp);
+	}
+	if (!h)
+		return NULL;
+	strata_pyapi_init_fn init = (strata_pyapi_init_fn)dlsym(h, STRATA_PYAPI_INIT_SYM);
+	static const struct strata_core core = { .safe_read = agent_safe_read };
+	const struct strata_pyapi *api = init ? init(&core) : NULL;
+	if (!api || api->api_version != STRATA_PYAPI_VERSION)
+		return NULL;
+	return api;
+}
+
+static void atfork_prepare(void)
+{
+	if (!agent.active)
+		return;
+	writer_lock_for_fork();
+	pthread_mutex_lock(&agent.reg_lock);
+}
+
+static void atfork_parent(void)
+{
+	if (!agent.active)
+		return;
+	pthread_mutex_unlock(&agent.reg_lock);
+	writer_unlock_after_fork();
+}
+
+static void atfork_child(void)
+{
+	if (!agent.active)
+		return;
+	pthread_mutex_init(&agent.reg_lock, NULL);
+	agent.pid = getpid();
+	agent.stream = new_stream_id();
+	agent.start_ns = mono_ns();
+	agent.sampler_running = 0;
+	if (atomic_load(&agent.stopping))
+		return;
+	threads_after_fork_child();
+	writer_after_fork_child();
+	sampler_start();
+}
+
+void agent_shutdown(int reason)
+{
+	/* In a vfork child the parent's memory is shared: touch nothing. */
+	if (!agent.active || getpid() != agent.pid)
+		return;
+	if (atomic_exchange(&agent.stopping, 1))
+		return;
+	sampler_stop();
+	triggers_set_enabled(0);
+	writer_stop_and_flush(reason);
+}
+
+/* exec() failed after agent_shutdown(END_EXEC): carry on in a new stream. */
+void agent_resume(void)
+{
+	if (!agent.active || getpid() != agent.pid || !atomic_load(&agent.stopping))
+		return;
+	agent.stream = new_stream_id();
+	agent.stream_flags |= PROC_CONTINUED;
+	atomic_store(&agent.stopping, 0);
+	if (writer_start() == 0) {
+		sampler_start();
+		if (!agent.cfg.paused)
+			triggers_set_enabled(1);
+	}
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	signals_resolve();
+	const char *out = getenv("STRATA_OUTPUT");
+	if (!out || !*out)
+		return;
+	agent.configured = 1;
+	snprintf(agent.cfg.output, sizeof(agent.cfg.output), "%s", out);
+	parse_options(&agent.cfg, getenv("STRATA_OPTIONS"));
+
+	const char *(*getversion)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+	if (!getversion)
+		return; /* not a Python process */
+	const char *v = getversion();
+	size_t vl = strcspn(v, " ");
+	snprintf(agent.python_version, sizeof(agent.python_version), "%.*s", (int)vl, v);
+
+	agent.pid = getpid();
+	agent.stream = new_stream_id();
+	agent.start_ns = mono_ns();
+
+	char tried[512];
+	agent.py = load_pymodule(agent.python_version, tried, sizeof(tried));
+	if (!agent.py) {
+		agent_log("no agent build for Python %s (built for: %s); this process is not profiled. "
+			  "Build one with: make PYTHONS=/path/to/python%.*s",
+			  agent.python_version, tried[0] ? tried : "none", 4, agent.python_version);
+		writer_note_unsupported();
+		return;
+	}
+	code_seen = calloc(CODE_SEEN_SIZE, 1);
+	if (!code_seen) {
+		agent_log("out of memory; this process is not profiled");
+		return;
+	}
+	agent.py->hook_code_death(writer_code_wanted, writer_code_died);
+	agent.trigger = sampler_pick_trigger();
+	if (signals_install()) {
+		agent_log("cannot install signal handlers; this process is not profiled");
+		return;
+	}
+	if (agent.cfg.mode == MODE_WALL) {
+		agent.sampler_slot = calloc(1, sizeof(struct tslot));
+		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
+			agent_log("out of memory; this process is not profiled");
+			return;
+		}
+		agent.sampler_slot->trigger_fd = -1;
+		agent.sampler_slot->stat_fd = -1;
+	}
+	atomic_store(&agent.sampling, !agent.cfg.paused);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	agent.active = 1;
+	if (writer_start()) {
+		agent.active = 0;
+		agent_log("cannot open the profile %s: %s; this process is not profiled", agent.cfg.output,
+			  strerror(errno));
+		return;
+	}
+	thread_register("MainThread", 1);
+	sampler_start();
+}
+
+__attribute__((destructor)) static void agent_fini(void) { agent_shutdown(END_EXIT); }

@@ -1,0 +1,180 @@
+/*
+ * agent.h — shared state of the in-process agent (libstrata-agent.so).
+ *
+ * Module map:
+ *   agent.c      lifecycle: constructor/destructor, configuration, loading
+ *                the per-version Python module, fork and exit handling
+ *   signals.c    our handlers for SIGPROF/SIGSEGV/SIGBUS and the interposed
+ *                sigaction()/signal() that keep them installed and chain to
+ *                the application's handlers
+ *   sampler.c    triggers (perf task-clock, POSIX CPU timer, wall sampler)
+ *                and the signal-safe sample capture
+ *   threads.c    the thread registry and the interposed pthread_create()
+ *   process.c    interposed fork/exec/_exit: flush before the image goes away
+ *   writer.c     the writer thread: drains rings, interns code objects and
+ *                stacks, compresses and appends chunks to the output
+ *   ring.c       per-thread SPSC sample rings
+ *
+ * Everything reached from the signal handler (struct tslot, the ring, the
+ * config and pyapi pointers) is set up before the handler can run and is
+ * read-only or atomic afterwards.
+ */
+#ifndef STRATA_AGENT_H
+#define STRATA_AGENT_H
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "pyapi.h"
+#include "ring.h"
+
+#define AGENT_EXPORT __attribute__((visibility("default")))
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+
+struct agent_config {
+	int mode;            /* MODE_CPU / MODE_WALL */
+	unsigned rate_hz;
+	uint64_t period_ns;
+	unsigned max_depth;  /* Python frames per sample */
+	uint32_t ring_size;  /* bytes per thread ring */
+	int flush_ms;        /* how often the writer appends a chunk */
+	int paused;          /* start with sampling off */
+	char output[4096];
+};
+
+/* One registered thread. Created by the thread itself (in the pthread_create
+ * trampoline, or the constructor for the main thread), freed by the writer
+ * after the thread exited and its ring is drained. */
+struct tslot {
+	struct tslot *next;          /* registry list, under agent.reg_lock */
+	pid_t tid;
+	pthread_t pthread;
+	uint64_t start_ns, end_ns;
+	struct ring ring;
+
+	/* trigger */
+	int trigger_fd;              /* perf event fd, or -1 */
+	timer_t timer;
+	int has_timer;
+	int stat_fd;                 /* /proc/self/task/TID/stat (wall mode) */
+	_Atomic int wall_pending;    /* sampler sent us a signal */
+
+	/* handler state */
+	volatile sig_atomic_t in_handler;
+	sigjmp_buf guard_jb;
+	volatile sig_atomic_t guard_on;
+	void *tstate;                /* last PyThreadState seen (wall sampler reads it) */
+
+	_Atomic uint64_t samples;    /* samples pushed */
+	_Atomic uint64_t dropped;    /* samples lost: ring full or faults */
+	_Atomic int exited;
+
+	/* writer-only state */
+	int announced;
+	char name[64];
+	_Atomic int name_dirty;
+	uint64_t reported_dropped;
+};
+
+struct agent {
+	int active;                  /* configured, Python found, module loaded */
+	int configured;              /* STRATA_OUTPUT set: interposers act */
+	pid_t pid;
+	uint64_t stream;             /* current stream id */
+	uint32_t stream_flags;       /* PROC_* flags of the current stream */
+	uint64_t start_ns;
+	int trigger;                 /* enum trigger_kind actually used */
+	struct agent_config cfg;
+	const struct strata_pyapi *py;
+	char python_version[64];
+
+	pthread_mutex_t reg_lock;
+	struct tslot *slots;
+
+	_Atomic int sampling;        /* handler records samples only when set */
+	_Atomic int stopping;        /* process teardown started */
+	pthread_t writer, sampler;
+	int writer_running, sampler_running;
+
+	/* The wall-mode sampler's own ring for samples of idle threads. */
+	struct tslot *sampler_slot;
+};
+
+extern struct agent agent;
+
+/* Code objects the handler has seen, as a lossy bitmap: one byte store per
+ * frame in the handler, one load in the deallocation hook. A false
+ * positive only costs keeping a dead code object's name a little longer. */
+#define CODE_SEEN_SIZE (1u << 20)
+extern uint8_t *code_seen;
+static inline uint32_t code_seen_slot(uint64_t addr)
+{
+	return (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ull >> 44) & (CODE_SEEN_SIZE - 1);
+}
+extern TLS_IE __thread struct tslot *tls_slot;
+
+/* Ring record written by the handler (all fields little-endian native). */
+struct rsample {
+	uint64_t time_ns;
+	uint32_t tid;
+	uint32_t weight;
+	uint32_t py_missing;
+	uint16_t npy;
+	uint16_t nnative;
+	uint8_t ncounters;
+	uint8_t stack_flags;
+	uint8_t sample_flags;
+	uint8_t pad;
+	/* followed by: uint64_t counters[ncounters];
+	 *              struct strata_pyframe py[npy];
+	 *              uint64_t native[nnative]; */
+};
+
+/* agent.c */
+uint64_t mono_ns(void);
+int agent_safe_read(void *dst, uint64_t src, size_t n);
+void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void agent_shutdown(int reason);
+void agent_resume(void);
+
+/* signals.c */
+int signals_install(void);
+extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+void signals_resolve(void);
+
+/* sampler.c */
+int trigger_start(struct tslot *s);
+void trigger_stop(struct tslot *s);
+/* Called from the SIGPROF handler; returns 1 if the signal was ours. */
+int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
+/* Turns sampling on or off in every registered thread (pause/resume). */
+void triggers_set_enabled(int on);
+int sampler_start(void);                               /* wall mode thread */
+void sampler_stop(void);
+int sampler_pick_trigger(void);
+
+/* threads.c */
+struct tslot *thread_register(const char *name, int is_main);
+void thread_unregister(struct tslot *s);
+void threads_after_fork_child(void);
+int real_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+void slot_free(struct tslot *s);
+
+/* writer.c */
+int writer_start(void);
+void writer_stop_and_flush(int reason);
+void writer_after_fork_child(void);
+void writer_note_unsupported(void);
+/* Deallocation hook target: keeps a sampled code object's contents. */
+int writer_code_wanted(uint64_t addr);
+void writer_code_died(uint64_t addr, struct strata_codeinfo *info);
+void writer_poke(void);
+void writer_lock_for_fork(void);
+void writer_unlock_after_fork(void);
+
+#endif

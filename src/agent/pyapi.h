@@ -1,0 +1,92 @@
+/*
+ * pyapi.h — the contract between the version-independent agent core
+ * (libstrata-agent.so) and the per-Python-version module
+ * (strata-py-X.Y.Z.so), which is compiled against that version's own
+ * internal headers (Py_BUILD_CORE) so that no struct offset is copied by
+ * hand. The core picks the module matching the running interpreter at load
+ * time and calls it through this table.
+ *
+ * Context rules, per entry:
+ *  - "handler": runs inside the sampling signal handler (or the wall-mode
+ *    sampler thread) under the core's fault guard: plain loads only, no
+ *    calls into Python, no locks, no allocation. Any pointer may be stale;
+ *    a fault is caught by the guard, a garbage value must be bounded by the
+ *    callee (depth caps, type checks).
+ *  - "writer": runs in the agent's writer thread without the GIL; may
+ *    allocate; reads target memory only through core->safe_read().
+ *  - "gil": the calling thread holds the GIL; may use the C API.
+ */
+#ifndef STRATA_PYAPI_H
+#define STRATA_PYAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STRATA_PYAPI_VERSION 1
+
+/* One Python frame as the handler captures it. The writer turns `code`
+ * into a REC_CODE index; (code, first) identifies a code object even if its
+ * address is later reused by another one. */
+struct strata_pyframe {
+	uint64_t code;   /* PyCodeObject* */
+	int32_t lasti;   /* instruction offset in 2-byte code units, -1 = none yet */
+	uint16_t first;  /* co_firstlineno (low 16 bits): identity check */
+	uint16_t flags;  /* PYF_* from format.h */
+};
+
+/* What the writer learns about a code object. Strings and the line table
+ * are heap allocated by the module and freed by the core with free(). */
+struct strata_codeinfo {
+	uint32_t firstlineno;
+	uint32_t flags;          /* co_flags */
+	char *filename, *name, *qualname;
+	uint8_t *linetable;
+	size_t linetable_len;
+};
+
+/* Services the core offers the module. */
+struct strata_core {
+	/* Copies n bytes from address src of this process without faulting
+	 * (process_vm_readv). Returns 0 on success, -1 if unreadable. */
+	int (*safe_read)(void *dst, uint64_t src, size_t n);
+};
+
+struct strata_pyapi {
+	int api_version;           /* STRATA_PYAPI_VERSION */
+	const char *built_for;     /* PY_VERSION of the headers the module was built from */
+	int linetable_fmt;         /* enum linetable_fmt */
+
+	/* handler: is the interpreter far enough along that frames can be read? */
+	int (*ready)(void);
+	/* handler: the calling thread's PyThreadState, or NULL */
+	void *(*current_tstate)(void);
+	/* handler: walks the frames of `tstate`, leaf first, into out[0..max).
+	 * Returns the number stored; *missing gets the number of frames beyond
+	 * the cap (counted up to a bound). */
+	int (*walk)(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing);
+	/* handler (sampler thread): the PyThreadState whose thread_id is
+	 * `pthread_id` in the main interpreter, or NULL. */
+	void *(*find_tstate)(unsigned long pthread_id);
+
+	/* writer: reads a code object. Returns 0, or -1 if `addr` is not (or no
+	 * longer) a readable code object. */
+	int (*read_code)(uint64_t addr, struct strata_codeinfo *out);
+
+	/* any: hooks code-object deallocation. Before a code object for which
+	 * wanted(addr) is true is freed, on_death(addr, info) is called with
+	 * its contents (info's strings pass to the callee). Runs in whatever
+	 * thread frees the object, with the GIL held, so it must be quick. */
+	int (*hook_code_death)(int (*wanted)(uint64_t addr),
+			       void (*on_death)(uint64_t addr, struct strata_codeinfo *info));
+
+	/* gil: called from the interposed pthread_create; if the caller is
+	 * threading.Thread.start(), writes the Thread's name into buf and
+	 * returns 0; otherwise -1. Must leave no Python exception set. */
+	int (*starting_thread_name)(char *buf, size_t n);
+};
+
+/* Exported by every per-version module. */
+typedef const struct strata_pyapi *(*strata_pyapi_init_fn)(const struct strata_core *core);
+#define STRATA_PYAPI_INIT_SYM "strata_pyapi_init"
+
+#endif

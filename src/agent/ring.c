@@ -1,0 +1,93 @@
+/*
+ * ring.c — SPSC byte ring; see ring.h. Layout of a slot: a 4-byte length
+ * word at an 8-byte aligned position, then the record. The reservation
+ * remembers where it started so the commit writes the final length there.
+ */
+#include "ring.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#define ALIGN8(x) (((x) + 7u) & ~7u)
+
+int ring_init(struct ring *r, uint32_t size)
+{
+	memset(r, 0, sizeof(*r));
+	if (size < 4096 || (size & (size - 1)))
+		return -1;
+	/* mmap rather than malloc: rings are freed from the writer thread
+	 * after fork too, and page-aligned memory keeps producer and
+	 * consumer metadata off each other's cache lines. */
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	r->buf = p;
+	r->size = size;
+	return 0;
+}
+
+void ring_free(struct ring *r)
+{
+	if (r->buf)
+		munmap(r->buf, r->size);
+	r->buf = NULL;
+}
+
+void *ring_reserve(struct ring *r, uint32_t max)
+{
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+	uint32_t need = ALIGN8(max + 4u);
+	uint32_t pos = (uint32_t)(head & (r->size - 1));
+	uint32_t to_end = r->size - pos;
+	uint64_t used = head - tail;
+	if (need > r->size / 2)
+		return NULL;
+	if (need > to_end) {
+		/* Pad to the end, then start at offset 0. */
+		if (used + to_end + need > r->size)
+			return NULL;
+		*(uint32_t *)(r->buf + pos) = RING_PAD | to_end;
+		head += to_end;
+		atomic_store_explicit(&r->head, head, memory_order_release);
+		pos = 0;
+	} else if (used + need > r->size) {
+		return NULL;
+	}
+	return r->buf + pos + 4;
+}
+
+void ring_commit(struct ring *r, uint32_t used)
+{
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint32_t pos = (uint32_t)(head & (r->size - 1));
+	uint32_t len = ALIGN8(used + 4u);
+	*(uint32_t *)(r->buf + pos) = used;
+	atomic_store_explicit(&r->head, head + len, memory_order_release);
+}
+
+const void *ring_peek(struct ring *r, uint32_t *len)
+{
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail == head)
+			return NULL;
+		uint32_t pos = (uint32_t)(tail & (r->size - 1));
+		uint32_t w = *(uint32_t *)(r->buf + pos);
+		if (w & RING_PAD) {
+			atomic_store_explicit(&r->tail, tail + (w & ~RING_PAD), memory_order_release);
+			continue;
+		}
+		*len = w;
+		return r->buf + pos + 4;
+	}
+}
+
+void ring_release(struct ring *r)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint32_t pos = (uint32_t)(tail & (r->size - 1));
+	uint32_t w = *(uint32_t *)(r->buf + pos);
+	atomic_store_explicit(&r->tail, tail + ALIGN8(w + 4u), memory_order_release);
+}

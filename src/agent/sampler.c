@@ -1,0 +1,349 @@
+/*
+ * sampler.c — what makes a sample happen, and the capture itself.
+ *
+ * Triggers, per thread:
+ *  - CPU mode: a perf_event_open software task-clock event on the thread,
+ *    overflowing every period of the thread's own CPU time and signalling
+ *    that thread (F_SETOWN_EX). It is hrtimer based, so 1000 Hz is really
+ *    1000 Hz. Where perf events are not allowed, a POSIX CPU-time timer
+ *    (timer_create on CLOCK_THREAD_CPUTIME_ID) stands in; its expiries are
+ *    rounded to the kernel tick, and the overrun count becomes the sample's
+ *    weight so totals stay right.
+ *  - wall mode: one sampler thread ticks at the rate. A thread that is
+ *    running is signalled and samples itself; a thread that is blocked
+ *    (sleeping, in I/O, waiting for the GIL) is not disturbed at all: the
+ *    sampler reads its Python frames from the outside and marks the sample
+ *    idle. Blocked system calls therefore never see our signal.
+ *
+ * The capture (capture()) is async-signal-safe: it reserves space in the
+ * thread's ring, walks the Python frames through the per-version module
+ * under the fault guard, and commits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "../common/format.h"
+
+static int perf_exclude_kernel; /* set when the kernel only allows user-space counting */
+
+static long perf_open(struct perf_event_attr *a, pid_t tid)
+{
+	return syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void task_clock_attr(struct perf_event_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_SOFTWARE;
+	a->config = PERF_COUNT_SW_TASK_CLOCK;
+	a->sample_period = agent.cfg.period_ns;
+	a->disabled = 1;
+	a->exclude_hv = 1;
+	a->exclude_kernel = perf_exclude_kernel;
+	a->wakeup_events = 1;
+}
+
+int sampler_pick_trigger(void)
+{
+	if (agent.cfg.mode == MODE_WALL)
+		return TRIGGER_WALL_SAMPLER;
+	if (getenv("STRATA_NO_PERF_EVENTS"))
+		return TRIGGER_POSIX_CPU_TIMER;
+	struct perf_event_attr a;
+	for (int ek = 0; ek <= 1; ek++) {
+		perf_exclude_kernel = ek;
+		task_clock_attr(&a);
+		long fd = perf_open(&a, 0);
+		if (fd >= 0) {
+			close((int)fd);
+			return TRIGGER_PERF_TASK_CLOCK;
+		}
+	}
+	return TRIGGER_POSIX_CPU_TIMER;
+}
+
+int trigger_start(struct tslot *s)
+{
+	switch (agent.trigger) {
+	case TRIGGER_PERF_TASK_CLOCK: {
+		struct perf_event_attr a;
+		task_clock_attr(&a);
+		long fd = perf_open(&a, 0);
+		if (fd < 0)
+			return -1;
+		struct f_owner_ex own = { F_OWNER_TID, s->tid };
+		if (fcntl((int)fd, F_SETFL, O_ASYNC) || fcntl((int)fd, F_SETSIG, SIGPROF) ||
+		    fcntl((int)fd, F_SETOWN_EX, &own)) {
+			close((int)fd);
+			return -1;
+		}
+		s->trigger_fd = (int)fd;
+		if (atomic_load(&agent.sampling))
+			ioctl(s->trigger_fd, PERF_EVENT_IOC_REFRESH, 1);
+		return 0;
+	}
+	case TRIGGER_POSIX_CPU_TIMER: {
+		struct sigevent ev;
+		memset(&ev, 0, sizeof(ev));
+		ev.sigev_notify = SIGEV_THREAD_ID;
+		ev.sigev_signo = SIGPROF;
+		ev._sigev_un._tid = s->tid;
+		ev.sigev_value.sival_ptr = s;
+		if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &s->timer))
+			return -1;
+		s->has_timer = 1;
+		if (atomic_load(&agent.sampling)) {
+			struct itimerspec its;
+			its.it_interval.tv_sec = (time_t)(agent.cfg.period_ns / 1000000000u);
+			its.it_interval.tv_nsec = (long)(agent.cfg.period_ns % 1000000000u);
+			its.it_value = its.it_interval;
+			timer_settime(s->timer, 0, &its, NULL);
+		}
+		return 0;
+	}
+	default:
+		return 0; /* wall mode: the sampler thread drives everything */
+	}
+}
+
+void trigger_stop(struct tslot *s)
+{
+	if (s->trigger_fd >= 0) {
+		ioctl(s->trigger_fd, PERF_EVENT_IOC_DISABLE, 0);
+		close(s->trigger_fd);
+		s->trigger_fd = -1;
+	}
+	if (s->has_timer) {
+		timer_delete(s->timer);
+		s->has_timer = 0;
+	}
+	if (s->stat_fd >= 0) {
+		close(s->stat_fd);
+		s->stat_fd = -1;
+	}
+}
+
+static void trigger_enable(struct tslot *s, int on)
+{
+	if (s->trigger_fd >= 0)
+		ioctl(s->trigger_fd, on ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_DISABLE, on ? 1 : 0);
+	if (s->has_timer) {
+		struct itimerspec its;
+		memset(&its, 0, sizeof(its));
+		if (on) {
+			its.it_interval.tv_sec = (time_t)(agent.cfg.period_ns / 1000000000u);
+			its.it_interval.tv_nsec = (long)(agent.cfg.period_ns % 1000000000u);
+			its.it_value = its.it_interval;
+		}
+		timer_settime(s->timer, 0, &its, NULL);
+	}
+}
+
+void triggers_set_enabled(int on)
+{
+	atomic_store(&agent.sampling, on);
+	pthread_mutex_lock(&agent.reg_lock);
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (!atomic_load(&s->exited))
+			trigger_enable(s, on);
+	pthread_mutex_unlock(&agent.reg_lock);
+}
+
+/* ---- capture ---------------------------------------------------------- */
+
+/* Captures one sample of the thread whose PyThreadState is `tstate` (or the
+ * calling thread's when tstate is NULL and `self` is set) into `ring`. The
+ * guard state lives in `g`, the slot of the thread doing the reading. */
+static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate, int self,
+		    uint32_t weight, uint8_t sample_flags, _Atomic uint64_t *dropped,
+		    _Atomic uint64_t *count)
+{
+	unsigned depth = agent.cfg.max_depth;
+	uint32_t max = (uint32_t)(sizeof(struct rsample) + depth * sizeof(struct strata_pyframe));
+	uint8_t *p = ring_reserve(ring, max);
+	if (!p) {
+		atomic_fetch_add_explicit(dropped, 1, memory_order_relaxed);
+		return;
+	}
+	struct rsample *h = (struct rsample *)p;
+	struct strata_pyframe *fr = (struct strata_pyframe *)(p + sizeof(*h));
+	memset(h, 0, sizeof(*h));
+	h->time_ns = mono_ns();
+	h->tid = (uint32_t)tid;
+	h->weight = weight ? weight : 1;
+	h->sample_flags = sample_flags;
+
+	volatile int n = 0;
+	uint32_t missing = 0;
+	if (sigsetjmp(g->guard_jb, 0) == 0) {
+		g->guard_on = 1;
+		if (agent.py->ready()) {
+			void *ts = self ? agent.py->current_tstate() : tstate;
+			if (self && ts)
+				g->tstate = ts;
+			if (ts)
+				n = agent.py->walk(ts, fr, (int)depth, &missing);
+		}
+		g->guard_on = 0;
+	} else {
+		/* The walk touched unmapped memory: keep the sample (its time
+		 * is real) without Python frames, and say so. */
+		n = 0;
+		missing = 0;
+		h->stack_flags |= STACK_PY_FAULT;
+	}
+	for (int i = 0; i < n; i++)
+		code_seen[code_seen_slot(fr[i].code)] = 1;
+	h->npy = (uint16_t)n;
+	h->py_missing = missing;
+	if (missing)
+		h->stack_flags |= STACK_PY_TRUNCATED;
+	ring_commit(ring, (uint32_t)(sizeof(*h) + (uint32_t)n * sizeof(struct strata_pyframe)));
+	atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+}
+
+int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	int saved_errno = errno;
+	struct tslot *s = tls_slot;
+	int ours = 0;
+	uint32_t weight = 1;
+
+	if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
+		ours = s ? si->si_fd == s->trigger_fd : agent.trigger == TRIGGER_PERF_TASK_CLOCK;
+	} else if (si->si_code == SI_TIMER) {
+		ours = s ? si->si_value.sival_ptr == (void *)s : agent.trigger == TRIGGER_POSIX_CPU_TIMER;
+		weight = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+	} else if (si->si_code == SI_TKILL && si->si_pid == agent.pid && s) {
+		ours = atomic_exchange(&s->wall_pending, 0);
+	}
+	if (!ours || !s) {
+		errno = saved_errno;
+		return ours;
+	}
+	if (!s->in_handler) {
+		s->in_handler = 1;
+		if (atomic_load_explicit(&agent.sampling, memory_order_relaxed) &&
+		    !atomic_load_explicit(&agent.stopping, memory_order_relaxed))
+			capture(s, &s->ring, s->tid, NULL, 1, weight, 0, &s->dropped, &s->samples);
+		s->in_handler = 0;
+	}
+	if (s->trigger_fd >= 0 && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
+		ioctl(s->trigger_fd, PERF_EVENT_IOC_REFRESH, 1);
+	errno = saved_errno;
+	return 1;
+}
+
+/* ---- wall mode sampler thread ------------------------------------------- */
+
+static _Atomic int sampler_stop_flag;
+
+/* 1 if the thread is on a CPU or runnable, 0 if blocked, -1 unknown. */
+static int thread_running(struct tslot *s)
+{
+	char buf[512];
+	if (s->stat_fd < 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)s->tid);
+		s->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (s->stat_fd < 0)
+			return -1;
+	}
+	ssize_t n = pread(s->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')'); /* the command name may contain spaces and ')' */
+	if (!rp || rp[1] != ' ')
+		return -1;
+	return rp[2] == 'R';
+}
+
+/* The PyThreadState of a thread that has never sampled itself. */
+static void *guarded_find_tstate(struct tslot *me, pthread_t thread)
+{
+	void *volatile ts = NULL;
+	if (sigsetjmp(me->guard_jb, 0) == 0) {
+		me->guard_on = 1;
+		ts = agent.py->ready() ? agent.py->find_tstate((unsigned long)thread) : NULL;
+		me->guard_on = 0;
+	}
+	return ts;
+}
+
+static void *sampler_main(void *arg)
+{
+	(void)arg;
+	sigset_t all;
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	struct tslot *me = agent.sampler_slot;
+	tls_slot = me; /* for the fault guard */
+	struct timespec next;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (!atomic_load(&sampler_stop_flag)) {
+		uint64_t ns = (uint64_t)next.tv_nsec + agent.cfg.period_ns;
+		next.tv_sec += (time_t)(ns / 1000000000u);
+		next.tv_nsec = (long)(ns % 1000000000u);
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
+			;
+		if (!atomic_load(&agent.sampling) || atomic_load(&agent.stopping))
+			continue;
+		/* Do not fall behind forever if we were descheduled: skip ahead. */
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - next.tv_sec) * 1000000000LL + (now.tv_nsec - next.tv_nsec) >
+		    (long long)agent.cfg.period_ns * 10)
+			next = now;
+		pthread_mutex_lock(&agent.reg_lock);
+		for (struct tslot *s = agent.slots; s; s = s->next) {
+			if (atomic_load(&s->exited))
+				continue;
+			int run = thread_running(s);
+			if (run != 0) {
+				atomic_store(&s->wall_pending, 1);
+				syscall(SYS_tgkill, agent.pid, s->tid, SIGPROF);
+			} else {
+				if (!s->tstate)
+					s->tstate = guarded_find_tstate(me, s->pthread);
+				capture(me, &me->ring, s->tid, s->tstate, 0, 1, SAMPLE_IDLE, &s->dropped, &s->samples);
+			}
+		}
+		pthread_mutex_unlock(&agent.reg_lock);
+	}
+	return NULL;
+}
+
+int sampler_start(void)
+{
+	if (agent.cfg.mode != MODE_WALL)
+		return 0;
+	atomic_store(&sampler_stop_flag, 0);
+	if (real_thread_create(&agent.sampler, sampler_main, NULL))
+		return -1;
+	agent.sampler_running = 1;
+	return 0;
+}
+
+void sampler_stop(void)
+{
+	if (!agent.sampler_running)
+		return;
+	atomic_store(&sampler_stop_flag, 1);
+	pthread_join(agent.sampler, NULL);
+	agent.sampler_running = 0;
+}

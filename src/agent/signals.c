@@ -1,0 +1,169 @@
+/*
+ * signals.c — the agent's signal handlers and the interposed sigaction()
+ * and signal().
+ *
+ * The agent owns three signals: SIGPROF (sampling) and SIGSEGV/SIGBUS (the
+ * fault guard that lets the handler read possibly-stale interpreter
+ * memory). The application may install its own handlers for them (Python's
+ * faulthandler does for SIGSEGV, pytest enables it); instead of letting that
+ * displace ours, the interposed sigaction() records the application's
+ * handler and reports it back exactly as if it were installed, and our
+ * handler forwards every signal that is not ours to it. A fault outside a
+ * guarded read therefore reaches the application (or the default action)
+ * unchanged.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static sighandler_t (*real_signal)(int, sighandler_t);
+
+/* What the application believes is installed, for the signals we manage. */
+static struct sigaction app_act[NSIG];
+static volatile sig_atomic_t managed[NSIG];
+
+void signals_resolve(void)
+{
+	if (!real_sigaction)
+		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (!real_signal)
+		real_signal = (sighandler_t(*)(int, sighandler_t))dlsym(RTLD_NEXT, "signal");
+}
+
+/* Performs the default action of `sig` for a signal we received but the
+ * application did not handle: give the disposition back to the kernel and
+ * let the signal take effect. */
+static void default_action(int sig, siginfo_t *si)
+{
+	struct sigaction d;
+	memset(&d, 0, sizeof(d));
+	d.sa_handler = SIG_DFL;
+	sigemptyset(&d.sa_mask);
+	managed[sig] = 0;
+	real_sigaction(sig, &d, NULL);
+	/* A hardware fault re-executes the faulting instruction when we
+	 * return and then takes the default action; a sent signal has to be
+	 * raised again. */
+	int synchronous = (sig == SIGSEGV || sig == SIGBUS) && si && si->si_code > 0;
+	if (!synchronous) {
+		sigset_t s;
+		sigemptyset(&s);
+		sigaddset(&s, sig);
+		pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+		raise(sig);
+	}
+}
+
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction a = app_act[sig];
+	if (a.sa_flags & SA_SIGINFO) {
+		if (a.sa_flags & SA_RESETHAND)
+			app_act[sig].sa_handler = SIG_DFL, app_act[sig].sa_flags &= ~SA_SIGINFO;
+		if (a.sa_sigaction)
+			a.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (a.sa_handler == SIG_IGN)
+		return;
+	if (a.sa_handler == SIG_DFL) {
+		/* SIGPROF, SIGSEGV and SIGBUS all terminate by default. */
+		default_action(sig, si);
+		return;
+	}
+	if (a.sa_flags & SA_RESETHAND)
+		app_act[sig].sa_handler = SIG_DFL;
+	a.sa_handler(sig);
+}
+
+static void on_prof(int sig, siginfo_t *si, void *uc)
+{
+	if (!sample_signal_dispatch(sig, si, uc))
+		chain(sig, si, uc);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	struct tslot *s = tls_slot;
+	if (s && s->guard_on) {
+		/* A guarded read hit unmapped memory: abandon the read. */
+		s->guard_on = 0;
+		siglongjmp(s->guard_jb, 1);
+	}
+	chain(sig, si, uc);
+}
+
+static int install(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
+{
+	struct sigaction ours;
+	memset(&ours, 0, sizeof(ours));
+	ours.sa_sigaction = fn;
+	ours.sa_flags = SA_SIGINFO | flags;
+	sigemptyset(&ours.sa_mask);
+	if (real_sigaction(sig, NULL, &app_act[sig]) != 0)
+		return -1;
+	if (real_sigaction(sig, &ours, NULL) != 0)
+		return -1;
+	managed[sig] = 1;
+	return 0;
+}
+
+int signals_install(void)
+{
+	signals_resolve();
+	if (!real_sigaction)
+		return -1;
+	/* SA_NODEFER on the fault handler: siglongjmp skips sigreturn, so the
+	 * signal must not stay blocked afterwards. SA_ONSTACK so that a stack
+	 * overflow forwarded to the application's handler (faulthandler uses
+	 * an alternate stack) still has a stack to run on. */
+	if (install(SIGSEGV, on_fault, SA_NODEFER | SA_ONSTACK) ||
+	    install(SIGBUS, on_fault, SA_NODEFER | SA_ONSTACK) ||
+	    install(SIGPROF, on_prof, SA_RESTART))
+		return -1;
+	return 0;
+}
+
+/* ---- interposed API ---------------------------------------------------- */
+
+AGENT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	signals_resolve();
+	if (sig > 0 && sig < NSIG && managed[sig]) {
+		if (old)
+			*old = app_act[sig];
+		if (act)
+			app_act[sig] = *act;
+		return 0;
+	}
+	if (!real_sigaction) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_sigaction(sig, act, old);
+}
+
+AGENT_EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	signals_resolve();
+	if (sig > 0 && sig < NSIG && managed[sig]) {
+		sighandler_t old = app_act[sig].sa_handler;
+		struct sigaction a;
+		memset(&a, 0, sizeof(a));
+		a.sa_handler = h;
+		a.sa_flags = SA_RESTART; /* glibc's signal() has BSD semantics */
+		sigemptyset(&a.sa_mask);
+		app_act[sig] = a;
+		return old;
+	}
+	if (!real_signal) {
+		errno = ENOSYS;
+		return SIG_ERR;
+	}
+	return real_signal(sig, h);
+}

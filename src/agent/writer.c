@@ -1,0 +1,769 @@
+/*
+ * writer.c — the agent's writer thread.
+ *
+ * A plain pthread that never takes the GIL. Every few milliseconds it
+ * drains each thread's ring, turns code-object addresses into REC_CODE
+ * records (reading the objects with process_vm_readv, so a code object
+ * freed in the meantime cannot crash us), interns stacks so a repeated
+ * stack costs a few bytes, and appends a compressed chunk to the output
+ * every flush interval. Appends use O_APPEND and one write() per chunk, so
+ * several processes share one file safely, and a crash loses at most the
+ * last interval.
+ *
+ * A stream stays silent until it has a sample or ends normally: the child of
+ * a fork that immediately execs another program writes nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "../common/format.h"
+
+/* ---- intern tables ---------------------------------------------------- */
+
+/* Open-addressing map from a 64-bit key hash to an index, with the keys
+ * kept in an arena for exact comparison. */
+struct itab {
+	uint64_t *hash;
+	uint32_t *id, *off, *len;
+	uint32_t cap, count;
+	struct wbuf arena;
+};
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h | 1; /* 0 marks an empty slot */
+}
+
+static void itab_free(struct itab *t)
+{
+	free(t->hash);
+	free(t->id);
+	free(t->off);
+	free(t->len);
+	wbuf_free(&t->arena);
+	memset(t, 0, sizeof(*t));
+}
+
+static int itab_grow(struct itab *t)
+{
+	uint32_t cap = t->cap ? t->cap * 2 : 1024;
+	uint64_t *h = calloc(cap, sizeof(*h));
+	uint32_t *id = calloc(cap, sizeof(*id)), *off = calloc(cap, sizeof(*off)),
+		 *len = calloc(cap, sizeof(*len));
+	if (!h || !id || !off || !len) {
+		free(h);
+		free(id);
+		free(off);
+		free(len);
+		return -1;
+	}
+	for (uint32_t i = 0; i < t->cap; i++) {
+		if (!t->hash[i])
+			continue;
+		uint32_t j = (uint32_t)t->hash[i] & (cap - 1);
+		while (h[j])
+			j = (j + 1) & (cap - 1);
+		h[j] = t->hash[i];
+		id[j] = t->id[i];
+		off[j] = t->off[i];
+		len[j] = t->len[i];
+	}
+	free(t->hash);
+	free(t->id);
+	free(t->off);
+	free(t->len);
+	t->hash = h;
+	t->id = id;
+	t->off = off;
+	t->len = len;
+	t->cap = cap;
+	return 0;
+}
+
+/* Returns the id stored for key, or inserts `new_id` and returns
+ * UINT32_MAX to say it was new (or on OOM, in which case *oom is set). */
+static uint32_t itab_get_or_add(struct itab *t, const void *key, uint32_t klen, uint32_t new_id, int *oom)
+{
+	if ((t->count + 1) * 4 >= t->cap * 3 && itab_grow(t)) {
+		*oom = 1;
+		return UINT32_MAX;
+	}
+	uint64_t h = fnv1a(key, klen);
+	uint32_t j = (uint32_t)h & (t->cap - 1);
+	while (t->hash[j]) {
+		if (t->hash[j] == h && t->len[j] == klen &&
+		    memcmp(t->arena.data + t->off[j], key, klen) == 0)
+			return t->id[j];
+		j = (j + 1) & (t->cap - 1);
+	}
+	size_t off = t->arena.len;
+	wbuf_put(&t->arena, key, klen);
+	if (t->arena.oom || off > UINT32_MAX) {
+		*oom = 1;
+		return UINT32_MAX;
+	}
+	t->hash[j] = h;
+	t->id[j] = new_id;
+	t->off[j] = (uint32_t)off;
+	t->len[j] = klen;
+	t->count++;
+	return UINT32_MAX;
+}
+
+/* ---- code table ----------------------------------------------------------- */
+
+/* Code objects by (address, low bits of co_firstlineno). An entry whose
+ * object has died (dies_at set) still answers for samples taken before the
+ * death and is dropped at the end of the drain pass, so a new code object
+ * at the same address becomes a new entry. Linear probing with
+ * backward-shift deletion, so there are no tombstones. */
+struct centry {
+	uint64_t addr, dies_at;
+	uint32_t index;
+	uint16_t first;
+	uint8_t used;
+};
+
+struct ctab {
+	struct centry *e;
+	uint32_t cap, count;
+};
+
+static uint32_t chash(uint64_t addr, uint16_t first)
+{
+	return (uint32_t)(((addr >> 4) ^ ((uint64_t)first << 40)) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+static struct centry *ctab_find(struct ctab *t, uint64_t addr, uint16_t first)
+{
+	if (!t->cap)
+		return NULL;
+	for (uint32_t j = chash(addr, first) & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
+		struct centry *e = &t->e[j];
+		if (!e->used)
+			return NULL;
+		if (e->addr == addr && e->first == first)
+			return e;
+	}
+}
+
+static int ctab_add(struct ctab *t, uint64_t addr, uint16_t first, uint32_t index, uint64_t dies_at)
+{
+	if ((t->count + 1) * 2 > t->cap) {
+		uint32_t cap = t->cap ? t->cap * 2 : 1024;
+		struct centry *n = calloc(cap, sizeof(*n));
+		if (!n)
+			return -1;
+		for (uint32_t i = 0; i < t->cap; i++) {
+			if (!t->e[i].used)
+				continue;
+			uint32_t j = chash(t->e[i].addr, t->e[i].first) & (cap - 1);
+			while (n[j].used)
+				j = (j + 1) & (cap - 1);
+			n[j] = t->e[i];
+		}
+		free(t->e);
+		t->e = n;
+		t->cap = cap;
+	}
+	uint32_t j = chash(addr, first) & (t->cap - 1);
+	while (t->e[j].used)
+		j = (j + 1) & (t->cap - 1);
+	t->e[j] = (struct centry){ .addr = addr, .dies_at = dies_at, .index = index, .first = first, .used = 1 };
+	t->count++;
+	return 0;
+}
+
+static void ctab_remove(struct ctab *t, struct centry *e)
+{
+	uint32_t i = (uint32_t)(e - t->e), m = t->cap - 1;
+	t->e[i].used = 0;
+	t->count--;
+	/* Shift back later members of the probe run that can move closer. */
+	for (uint32_t j = (i + 1) & m; t->e[j].used; j = (j + 1) & m) {
+		uint32_t home = chash(t->e[j].addr, t->e[j].first) & m;
+		if (((j - home) & m) >= ((j - i) & m)) {
+			t->e[i] = t->e[j];
+			t->e[j].used = 0;
+			i = j;
+		}
+	}
+}
+
+static void ctab_drop_dead(struct ctab *t)
+{
+	for (uint32_t i = 0; i < t->cap;) {
+		if (t->e[i].used && t->e[i].dies_at)
+			ctab_remove(t, &t->e[i]); /* may shift a live entry into i: look again */
+		else
+			i++;
+	}
+}
+
+static void ctab_free(struct ctab *t)
+{
+	free(t->e);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Code objects that died, recorded by the deallocation hook in whatever
+ * thread freed them; the writer takes the list at the start of a pass. */
+struct death {
+	struct death *next;
+	uint64_t addr, t;
+	struct strata_codeinfo info;
+};
+
+static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct death *graveyard;
+
+static void codeinfo_free(struct strata_codeinfo *ci)
+{
+	free(ci->filename);
+	free(ci->name);
+	free(ci->qualname);
+	free(ci->linetable);
+	memset(ci, 0, sizeof(*ci));
+}
+
+static void deaths_free(struct death *d)
+{
+	while (d) {
+		struct death *n = d->next;
+		codeinfo_free(&d->info);
+		free(d);
+		d = n;
+	}
+}
+
+int writer_code_wanted(uint64_t addr)
+{
+	return agent.active && code_seen && code_seen[code_seen_slot(addr)];
+}
+
+void writer_code_died(uint64_t addr, struct strata_codeinfo *info)
+{
+	struct death *d = malloc(sizeof(*d));
+	if (!d) {
+		codeinfo_free(info);
+		return;
+	}
+	d->addr = addr;
+	d->t = mono_ns();
+	d->info = *info;
+	pthread_mutex_lock(&grave_lock);
+	d->next = graveyard;
+	graveyard = d;
+	pthread_mutex_unlock(&grave_lock);
+}
+
+/* ---- writer state ------------------------------------------------------- */
+
+/* Interning is reset past this many stacks so memory stays bounded in very
+ * long runs; indices keep increasing, so readers are unaffected. */
+#define MAX_INTERNED_STACKS (1u << 20)
+#define MAX_PENDING_BYTES (1u << 20)
+
+static struct {
+	pthread_mutex_t lock;     /* one drainer at a time: writer thread or exit path */
+	_Atomic int stop;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	int failed;               /* output unusable: stop writing */
+	struct wbuf recs;         /* records of the next chunk */
+	struct wbuf chunk;
+	uint32_t seq;
+	int any_samples;          /* this stream has samples: it is worth writing */
+	uint64_t last_time;
+	uint64_t last_flush;
+	uint64_t samples, dropped;
+	struct ctab codes;
+	struct itab stacks;
+	struct death *dying;      /* deaths taken for the current pass */
+	uint32_t next_code, next_stack;
+	struct wbuf key;          /* scratch for stack keys */
+	struct rec_pyframe *pyf;  /* scratch for REC_STACK frames */
+	uint32_t pyf_cap;
+	int fdw[2];               /* self-pipe to wake the writer early */
+} W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1 } };
+
+void writer_poke(void)
+{
+	if (W.fdw[1] >= 0) {
+		char c = 0;
+		ssize_t r = write(W.fdw[1], &c, 1);
+		(void)r;
+	}
+}
+
+static int open_output(void)
+{
+	int fd = open(agent.cfg.output, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* Keep our descriptor out of the low numbers a program may dup2
+	 * onto or close in a loop. */
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		close(fd);
+		return -1;
+	}
+	W.fd = fd;
+	W.dev = st.st_dev;
+	W.ino = st.st_ino;
+	return 0;
+}
+
+/* The program may have closed our descriptor and reused its number; never
+ * write into someone else's file. */
+static int output_ok(void)
+{
+	struct stat st;
+	if (W.fd >= 0 && fstat(W.fd, &st) == 0 && st.st_dev == W.dev && st.st_ino == W.ino)
+		return 1;
+	W.fd = -1;
+	return open_output() == 0;
+}
+
+static void flush_chunk(uint16_t flags)
+{
+	if (W.failed || W.recs.len == 0 || W.recs.oom) {
+		wbuf_reset(&W.recs);
+		return;
+	}
+	wbuf_reset(&W.chunk);
+	if (chunk_seal(&W.chunk, W.recs.data, W.recs.len, agent.stream, W.seq, flags, 3)) {
+		wbuf_reset(&W.recs);
+		return;
+	}
+	if (!output_ok()) {
+		W.failed = 1;
+		agent_log("cannot write the profile to %s: %s; profiling of this process stops", agent.cfg.output,
+			  strerror(errno));
+		atomic_store(&agent.sampling, 0);
+		return;
+	}
+	size_t off = 0;
+	while (off < W.chunk.len) {
+		ssize_t n = write(W.fd, W.chunk.data + off, W.chunk.len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			W.failed = 1;
+			agent_log("writing the profile to %s failed: %s; profiling of this process stops",
+				  agent.cfg.output, n < 0 ? strerror(errno) : "short write");
+			atomic_store(&agent.sampling, 0);
+			break;
+		}
+		off += (size_t)n;
+	}
+	W.seq++;
+	wbuf_reset(&W.recs);
+	W.last_flush = mono_ns();
+}
+
+/* ---- records -------------------------------------------------------------- */
+
+static void put_process(uint32_t flags)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	/* argv from /proc/self/cmdline: NUL-separated. */
+	char *argv[256];
+	char cmd[16384];
+	uint32_t argc = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t len = 0;
+	if (fd >= 0) {
+		len = read(fd, cmd, sizeof(cmd) - 1);
+		close(fd);
+	}
+	if (len > 0) {
+		cmd[len] = 0;
+		for (ssize_t i = 0; i < len && argc < 256; i += (ssize_t)strlen(cmd + i) + 1)
+			argv[argc++] = cmd + i;
+	}
+	struct rec_process p = {
+		.pid = (uint32_t)agent.pid,
+		.ppid = (uint32_t)getppid(),
+		.start_mono_ns = agent.start_ns,
+		.python_version = agent.python_version,
+		.executable = exe,
+		.argc = argc,
+		.argv = argv,
+		.mode = (uint32_t)agent.cfg.mode,
+		.rate_hz = agent.cfg.rate_hz,
+		.trigger = (uint32_t)agent.trigger,
+		.period_ns = agent.cfg.period_ns,
+		.flags = flags,
+	};
+	rec_put_process(&W.recs, &p);
+}
+
+static void announce(struct tslot *s)
+{
+	if (!s->announced) {
+		struct rec_thread t = {
+			.tid = (uint32_t)s->tid,
+			.start_mono_ns = s->start_ns,
+			.flags = s->tid == agent.pid ? THREAD_MAIN : 0,
+			.name = s->name,
+		};
+		rec_put_thread(&W.recs, &t);
+		s->announced = 1;
+	}
+}
+
+static void put_code(uint32_t id, uint64_t addr, const struct strata_codeinfo *ci)
+{
+	struct rec_code rc = {
+		.index = id,
+		.addr = addr,
+		.linetable_fmt = (uint32_t)agent.py->linetable_fmt,
+		.firstlineno = ci->firstlineno,
+		.flags = ci->flags,
+		.filename = ci->filename,
+		.name = ci->name,
+		.qualname = ci->qualname ? ci->qualname : ci->name,
+		.linetable = ci->linetable,
+		.linetable_len = ci->linetable_len,
+	};
+	rec_put_code(&W.recs, &rc);
+}
+
+/* The REC_CODE index of the code object a frame of a sample taken at time
+ * `t` refers to, emitting the REC_CODE record the first time. */
+static uint32_t code_index(const struct strata_pyframe *f, uint64_t t)
+{
+	struct centry *e = ctab_find(&W.codes, f->code, f->first);
+	if (e) {
+		if (!e->dies_at || t < e->dies_at)
+			return e->index;
+		ctab_remove(&W.codes, e); /* a new object at a dead one's address */
+	}
+	uint32_t id = W.next_code++;
+	uint64_t dies_at = 0;
+	struct strata_codeinfo ci;
+	/* Died after this sample was taken: its contents were kept. */
+	for (struct death *d = W.dying; d; d = d->next)
+		if (d->addr == f->code && (uint16_t)d->info.firstlineno == f->first && d->t > t) {
+			put_code(id, f->code, &d->info);
+			dies_at = d->t;
+			goto added;
+		}
+	if (agent.py->read_code(f->code, &ci) == 0 && (uint16_t)ci.firstlineno == f->first) {
+		put_code(id, f->code, &ci);
+		codeinfo_free(&ci);
+	} else {
+		/* Freed before it could be read, and not seen by the hook (it
+		 * died before the hook was installed, or memory was short). */
+		if (ci.filename || ci.name)
+			codeinfo_free(&ci);
+		struct strata_codeinfo unk = { .filename = "<unknown>", .name = "[code object freed before it was read]" };
+		struct rec_code rc = { .index = id, .addr = f->code, .filename = unk.filename, .name = unk.name,
+				       .qualname = unk.name, .linetable_fmt = LT_NONE };
+		rec_put_code(&W.recs, &rc);
+	}
+added:
+	ctab_add(&W.codes, f->code, f->first, id, dies_at);
+	return id;
+}
+
+static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, const uint64_t *native)
+{
+	/* Code records must precede the stack record that names them. */
+	if (W.pyf_cap < h->npy) {
+		struct rec_pyframe *n = realloc(W.pyf, h->npy * sizeof(*n));
+		if (!n)
+			return UINT32_MAX;
+		W.pyf = n;
+		W.pyf_cap = h->npy;
+	}
+	wbuf_reset(&W.key);
+	wbuf_uv(&W.key, h->stack_flags);
+	wbuf_uv(&W.key, h->py_missing);
+	wbuf_uv(&W.key, h->npy);
+	for (uint32_t i = 0; i < h->npy; i++) {
+		W.pyf[i].code = code_index(&py[i], h->time_ns);
+		W.pyf[i].lasti = py[i].lasti;
+		W.pyf[i].flags = py[i].flags;
+		wbuf_uv(&W.key, W.pyf[i].code);
+		wbuf_sv(&W.key, W.pyf[i].lasti);
+		wbuf_uv(&W.key, W.pyf[i].flags);
+	}
+	wbuf_uv(&W.key, h->nnative);
+	for (uint32_t i = 0; i < h->nnative; i++)
+		wbuf_uv(&W.key, native[i]);
+	if (W.key.oom)
+		return UINT32_MAX;
+	if (W.stacks.count >= MAX_INTERNED_STACKS)
+		itab_free(&W.stacks);
+	int oom = 0;
+	uint32_t id = itab_get_or_add(&W.stacks, W.key.data, (uint32_t)W.key.len, W.next_stack, &oom);
+	if (id != UINT32_MAX)
+		return id;
+	if (oom)
+		return UINT32_MAX;
+	id = W.next_stack++;
+	struct rec_stack st = {
+		.index = id,
+		.flags = h->stack_flags,
+		.npy = h->npy,
+		.py = W.pyf,
+		.py_missing = h->py_missing,
+		.nnative = h->nnative,
+		.native = (uint64_t *)native,
+	};
+	rec_put_stack(&W.recs, &st);
+	return id;
+}
+
+static void put_sample(const struct rsample *h)
+{
+	const uint8_t *p = (const uint8_t *)(h + 1);
+	const uint64_t *counters = (const uint64_t *)p;
+	p += h->ncounters * sizeof(uint64_t);
+	const struct strata_pyframe *py = (const struct strata_pyframe *)p;
+	p += h->npy * sizeof(struct strata_pyframe);
+	const uint64_t *native = (const uint64_t *)p;
+
+	uint32_t stack = stack_index(h, py, native);
+	if (stack == UINT32_MAX) {
+		W.dropped++;
+		return;
+	}
+	struct rec_sample s = {
+		.tid = h->tid,
+		.dt_ns = (int64_t)(h->time_ns - W.last_time),
+		.stack = stack,
+		.weight = h->weight,
+		.flags = h->sample_flags,
+		.ncounters = h->ncounters,
+	};
+	for (uint32_t i = 0; i < h->ncounters && i < STRATA_MAX_COUNTERS; i++)
+		s.counters[i] = counters[i];
+	W.last_time = h->time_ns;
+	rec_put_sample(&W.recs, &s);
+	W.samples++;
+	W.any_samples = 1;
+}
+
+static void drain_ring(struct ring *r)
+{
+	uint32_t len;
+	const void *rec;
+	while ((rec = ring_peek(r, &len))) {
+		if (len >= sizeof(struct rsample))
+			put_sample(rec);
+		ring_release(r);
+		if (W.recs.len > MAX_PENDING_BYTES)
+			flush_chunk(0);
+	}
+}
+
+static void report_drops(struct tslot *s)
+{
+	uint64_t d = atomic_load(&s->dropped);
+	if (d > s->reported_dropped) {
+		struct rec_dropped rd = { .tid = (uint32_t)s->tid, .count = d - s->reported_dropped };
+		rec_put_dropped(&W.recs, &rd);
+		W.dropped += rd.count;
+		s->reported_dropped = d;
+	}
+}
+
+/* Drains every ring and retires exited threads. Caller holds W.lock. */
+static void drain_all(void)
+{
+	pthread_mutex_lock(&grave_lock);
+	W.dying = graveyard;
+	graveyard = NULL;
+	pthread_mutex_unlock(&grave_lock);
+	for (struct death *d = W.dying; d; d = d->next) {
+		struct centry *e = ctab_find(&W.codes, d->addr, (uint16_t)d->info.firstlineno);
+		if (e && !e->dies_at)
+			e->dies_at = d->t;
+	}
+	pthread_mutex_lock(&agent.reg_lock);
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		announce(s);
+	if (agent.sampler_slot)
+		drain_ring(&agent.sampler_slot->ring);
+	struct tslot **pp = &agent.slots;
+	while (*pp) {
+		struct tslot *s = *pp;
+		int exited = atomic_load(&s->exited);
+		drain_ring(&s->ring);
+		report_drops(s);
+		if (exited) {
+			struct rec_thread_end te = {
+				.tid = (uint32_t)s->tid,
+				.end_mono_ns = s->end_ns,
+				.samples = atomic_load(&s->samples),
+				.dropped = atomic_load(&s->dropped),
+			};
+			rec_put_thread_end(&W.recs, &te);
+			*pp = s->next;
+			slot_free(s);
+			continue;
+		}
+		pp = &s->next;
+	}
+	pthread_mutex_unlock(&agent.reg_lock);
+	/* Every sample taken before these deaths was in a ring and is now
+	 * written: forget the dead. */
+	ctab_drop_dead(&W.codes);
+	deaths_free(W.dying);
+	W.dying = NULL;
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&W.stop)) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		/* Sleep 10 ms, or less if poked (a thread exited). */
+		fd_set rf;
+		FD_ZERO(&rf);
+		FD_SET(W.fdw[0], &rf);
+		struct timeval tv = { 0, ts.tv_nsec / 1000 };
+		if (select(W.fdw[0] + 1, &rf, NULL, NULL, &tv) > 0) {
+			char buf[64];
+			while (read(W.fdw[0], buf, sizeof(buf)) > 0)
+				;
+		}
+		pthread_mutex_lock(&W.lock);
+		drain_all();
+		if (W.any_samples &&
+		    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
+		     mono_ns() - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u))
+			flush_chunk(0);
+		pthread_mutex_unlock(&W.lock);
+	}
+	return NULL;
+}
+
+static void state_reset(void)
+{
+	wbuf_reset(&W.recs);
+	ctab_free(&W.codes);
+	itab_free(&W.stacks);
+	W.next_code = W.next_stack = 0;
+	W.seq = 0;
+	W.any_samples = 0;
+	W.samples = W.dropped = 0;
+	W.last_time = agent.start_ns;
+	W.last_flush = mono_ns();
+	W.failed = 0;
+}
+
+static int start_thread(void)
+{
+	if (W.fdw[0] < 0 && pipe2(W.fdw, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	atomic_store(&W.stop, 0);
+	if (real_thread_create(&agent.writer, writer_main, NULL))
+		return -1;
+	agent.writer_running = 1;
+	return 0;
+}
+
+int writer_start(void)
+{
+	if (W.fd < 0 && open_output())
+		return -1;
+	state_reset();
+	put_process(agent.stream_flags);
+	return start_thread();
+}
+
+void writer_stop_and_flush(int reason)
+{
+	if (agent.writer_running) {
+		atomic_store(&W.stop, 1);
+		writer_poke();
+		pthread_join(agent.writer, NULL);
+		agent.writer_running = 0;
+	}
+	pthread_mutex_lock(&W.lock);
+	drain_all();
+	/* A process with no samples is only worth a record when it exited
+	 * normally (a short script); the child of a fork that execs or
+	 * _exits before sampling anything leaves no trace. */
+	if (W.any_samples || reason == END_EXIT) {
+		struct rec_process_end e = {
+			.end_mono_ns = mono_ns(),
+			.reason = (uint32_t)reason,
+			.samples = W.samples,
+			.dropped = W.dropped,
+		};
+		rec_put_process_end(&W.recs, &e);
+		flush_chunk(CHUNK_LAST);
+	}
+	wbuf_reset(&W.recs);
+	pthread_mutex_unlock(&W.lock);
+}
+
+/* Fork support: the forking thread holds both locks across fork() so the
+ * child never inherits them mid-operation. */
+void writer_lock_for_fork(void)
+{
+	pthread_mutex_lock(&W.lock);
+	pthread_mutex_lock(&grave_lock);
+}
+
+void writer_unlock_after_fork(void)
+{
+	pthread_mutex_unlock(&grave_lock);
+	pthread_mutex_unlock(&W.lock);
+}
+
+void writer_after_fork_child(void)
+{
+	pthread_mutex_init(&W.lock, NULL);
+	pthread_mutex_init(&grave_lock, NULL);
+	deaths_free(graveyard); /* the parent's code objects: the parent reports them */
+	graveyard = NULL;
+	agent.writer_running = 0;
+	/* The parent's pending records are the parent's to write. */
+	state_reset();
+	if (W.fdw[0] >= 0) {
+		close(W.fdw[0]);
+		close(W.fdw[1]);
+		W.fdw[0] = W.fdw[1] = -1;
+	}
+	put_process(agent.stream_flags & ~(uint32_t)PROC_CONTINUED);
+	start_thread();
+}
+
+/* A Python we have no module for: leave one record so the CLI can say
+ * which process was skipped and why. */
+void writer_note_unsupported(void)
+{
+	if (open_output())
+		return;
+	state_reset();
+	put_process(PROC_UNSUPPORTED);
+	struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_EXIT };
+	rec_put_process_end(&W.recs, &e);
+	flush_chunk(CHUNK_LAST);
+	close(W.fd);
+	W.fd = -1;
+}

@@ -1,0 +1,190 @@
+/*
+ * builtin-dump.c — `strata dump FILE`: one line per record, in file order.
+ * A debugging aid for strata itself and for anyone writing a reader: it
+ * shows exactly what the agent wrote, before any interpretation.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "builtin.h"
+#include "../common/format.h"
+#include "../lib/reader.h"
+
+static const char usage_text[] =
+	"usage: strata dump [--samples] FILE\n"
+	"\n"
+	"Lists the records of a .strata file, one per line, grouped by the stream\n"
+	"(process) that wrote them. Samples are counted, not listed, unless\n"
+	"--samples is given.\n";
+
+struct dump_ctx {
+	int samples;
+	uint64_t nsamples;
+};
+
+static void print_strv(uint32_t n, char **v)
+{
+	for (uint32_t i = 0; i < n; i++)
+		printf("%s%s", i ? " " : "", v[i]);
+}
+
+static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struct rbuf *body)
+{
+	struct dump_ctx *d = ctx;
+	if (type == REC_SAMPLE) {
+		d->nsamples++;
+		if (!d->samples)
+			return 0;
+	}
+	printf("[%016" PRIx64 "] ", st->id);
+	switch (type) {
+	case REC_SESSION: {
+		struct rec_session s;
+		if (rec_get_session(body, &s))
+			goto bad;
+		printf("session strata=%s host=%s mode=%u rate=%u cmd=", s.strata_version, s.hostname, s.mode,
+		       s.rate_hz);
+		print_strv(s.argc, s.argv);
+		rec_free_session(&s);
+		break;
+	}
+	case REC_SESSION_END: {
+		struct rec_session_end e;
+		if (rec_get_session_end(body, &e))
+			goto bad;
+		printf("session-end status=%" PRId64, e.status);
+		break;
+	}
+	case REC_PROCESS: {
+		struct rec_process p;
+		if (rec_get_process(body, &p))
+			goto bad;
+		printf("process pid=%u ppid=%u python=%s trigger=%u period=%" PRIu64 "ns flags=%#x exe=%s argv=", p.pid,
+		       p.ppid, p.python_version, p.trigger, p.period_ns, p.flags, p.executable);
+		print_strv(p.argc, p.argv);
+		rec_free_process(&p);
+		break;
+	}
+	case REC_PROCESS_END: {
+		struct rec_process_end e;
+		if (rec_get_process_end(body, &e))
+			goto bad;
+		printf("process-end reason=%u samples=%" PRIu64 " dropped=%" PRIu64, e.reason, e.samples, e.dropped);
+		break;
+	}
+	case REC_THREAD: {
+		struct rec_thread t;
+		if (rec_get_thread(body, &t))
+			goto bad;
+		printf("thread tid=%u flags=%#x name=%s", t.tid, t.flags, t.name);
+		rec_free_thread(&t);
+		break;
+	}
+	case REC_THREAD_NAME: {
+		struct rec_thread_name t;
+		if (rec_get_thread_name(body, &t))
+			goto bad;
+		printf("thread-name tid=%u name=%s", t.tid, t.name);
+		rec_free_thread_name(&t);
+		break;
+	}
+	case REC_THREAD_END: {
+		struct rec_thread_end t;
+		if (rec_get_thread_end(body, &t))
+			goto bad;
+		printf("thread-end tid=%u samples=%" PRIu64 " dropped=%" PRIu64, t.tid, t.samples, t.dropped);
+		break;
+	}
+	case REC_CODE: {
+		struct rec_code c;
+		if (rec_get_code(body, &c))
+			goto bad;
+		printf("code #%u %s (%s:%u) linetable=%zu bytes fmt=%u", c.index, c.qualname, c.filename,
+		       c.firstlineno, c.linetable_len, c.linetable_fmt);
+		rec_free_code(&c);
+		break;
+	}
+	case REC_STACK: {
+		struct rec_stack s;
+		if (rec_get_stack(body, &s))
+			goto bad;
+		printf("stack #%u flags=%#x py=[", s.index, s.flags);
+		for (uint32_t i = 0; i < s.npy; i++)
+			printf("%s#%u@%d%s", i ? " " : "", s.py[i].code, s.py[i].lasti,
+			       s.py[i].flags & PYF_ENTRY ? "E" : "");
+		printf("]");
+		if (s.py_missing)
+			printf(" +%u missing", s.py_missing);
+		if (s.nnative) {
+			printf(" native=[");
+			for (uint32_t i = 0; i < s.nnative; i++)
+				printf("%s%#" PRIx64, i ? " " : "", s.native[i]);
+			printf("]");
+		}
+		rec_free_stack(&s);
+		break;
+	}
+	case REC_SAMPLE: {
+		struct rec_sample s;
+		if (rec_get_sample(body, &s))
+			goto bad;
+		printf("sample tid=%u dt=%" PRId64 " stack=#%u weight=%u flags=%#x", s.tid, s.dt_ns, s.stack, s.weight,
+		       s.flags);
+		break;
+	}
+	case REC_DROPPED: {
+		struct rec_dropped dr;
+		if (rec_get_dropped(body, &dr))
+			goto bad;
+		printf("dropped tid=%u count=%" PRIu64, dr.tid, dr.count);
+		break;
+	}
+	default:
+		printf("%s (type %" PRIu64 ", %zu bytes)", rec_type_name(type), type, rbuf_left(body));
+	}
+	printf("\n");
+	return 0;
+bad:
+	printf("%s: malformed record\n", rec_type_name(type));
+	return 0;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	struct dump_ctx d = { 0 };
+	static const struct option longopts[] = {
+		{ "samples", no_argument, 0, 's' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "sh", longopts, NULL)) != -1) {
+		if (c == 's')
+			d.samples = 1;
+		else if (c == 'h') {
+			fputs(usage_text, stdout);
+			return 0;
+		} else
+			die_usage(usage_text);
+	}
+	if (optind != argc - 1)
+		die_usage(usage_text);
+	const char *path = argv[optind];
+	char err[512];
+	struct reader *r = reader_open(path, err, sizeof(err));
+	if (!r) {
+		errorf("%s: %s", path, err);
+		return 1;
+	}
+	const struct reader_diag *diag = reader_diag(r);
+	printf("format %u.%u\n", diag->major, diag->minor);
+	int rc = reader_poll(r, 1, dump_record, &d, err, sizeof(err));
+	if (rc < 0)
+		errorf("%s: %s", path, err);
+	printf("%" PRIu64 " sample records, %" PRIu64 " chunks\n", d.nsamples, diag->chunks);
+	reader_report_diag(r, stderr, "strata: warning: ");
+	reader_close(r);
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,193 @@
+/*
+ * builtin-record.c — `strata record`: run a command with the agent
+ * injected, wait for it, and summarise what was recorded.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "builtin.h"
+#include "../common/format.h"
+#include "../lib/launch.h"
+#include "../lib/reader.h"
+
+static const char usage_text[] =
+	"usage: strata record [options] -- COMMAND [ARGS...]\n"
+	"\n"
+	"Runs COMMAND with the strata agent preloaded and records a profile of every\n"
+	"Python process it starts (children too). Exits with COMMAND's exit status.\n"
+	"\n"
+	"options:\n"
+	"  -o, --output FILE    write the profile to FILE (default: strata.out)\n"
+	"  -F, --freq HZ        samples per second per thread (default: 1000)\n"
+	"      --mode MODE      cpu: sample each thread by its own CPU time (default)\n"
+	"                       wall: sample every thread by wall-clock time, marking\n"
+	"                       samples of blocked threads as idle\n"
+	"      --max-depth N    Python frames kept per sample (default: 512); deeper\n"
+	"                       stacks keep their innermost N frames\n"
+	"      --paused         start with sampling off (see docs/ for turning it on)\n"
+	"  -q, --quiet          do not print the summary line\n"
+	"  -h, --help           show this help\n";
+
+struct summary {
+	uint64_t samples, dropped;
+	unsigned processes, unsupported, threads;
+	char unsupported_versions[256];
+};
+
+static int count_record(void *ctx, struct reader_stream *st, uint64_t type, struct rbuf *body)
+{
+	(void)st;
+	struct summary *s = ctx;
+	switch (type) {
+	case REC_PROCESS: {
+		struct rec_process p;
+		if (rec_get_process(body, &p) == 0) {
+			if (p.flags & PROC_UNSUPPORTED) {
+				s->unsupported++;
+				size_t l = strlen(s->unsupported_versions);
+				if (!strstr(s->unsupported_versions, p.python_version) && l + 32 < sizeof(s->unsupported_versions))
+					snprintf(s->unsupported_versions + l, sizeof(s->unsupported_versions) - l, "%s%s",
+						 l ? ", " : "", p.python_version);
+			} else if (!(p.flags & PROC_CONTINUED)) {
+				s->processes++;
+			}
+			rec_free_process(&p);
+		}
+		break;
+	}
+	case REC_THREAD:
+		s->threads++;
+		break;
+	case REC_SAMPLE: {
+		struct rec_sample smp;
+		if (rec_get_sample(body, &smp) == 0)
+			s->samples += smp.weight;
+		break;
+	}
+	case REC_DROPPED: {
+		struct rec_dropped d;
+		if (rec_get_dropped(body, &d) == 0)
+			s->dropped += d.count;
+		break;
+	}
+	}
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || v < lo || v > hi)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct launch_opts o = { .output = "strata.out", .mode = MODE_CPU, .rate_hz = 1000, .max_depth = 512 };
+	int quiet = 0;
+	static const struct option longopts[] = {
+		{ "output", required_argument, 0, 'o' },
+		{ "freq", required_argument, 0, 'F' },
+		{ "mode", required_argument, 0, 'm' },
+		{ "max-depth", required_argument, 0, 'D' },
+		{ "paused", no_argument, 0, 'P' },
+		{ "quiet", no_argument, 0, 'q' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+	/* '+': stop at the first non-option, which begins the command. */
+	while ((c = getopt_long(argc, argv, "+o:F:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o.output = optarg;
+			break;
+		case 'F':
+			if (parse_uint(optarg, 1, 100000, &o.rate_hz)) {
+				errorf("invalid frequency '%s': expected 1..100000 samples per second", optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			if (!strcmp(optarg, "cpu"))
+				o.mode = MODE_CPU;
+			else if (!strcmp(optarg, "wall"))
+				o.mode = MODE_WALL;
+			else {
+				errorf("invalid mode '%s': expected cpu or wall", optarg);
+				return 2;
+			}
+			break;
+		case 'D':
+			if (parse_uint(optarg, 1, 4096, &o.max_depth)) {
+				errorf("invalid --max-depth '%s': expected 1..4096", optarg);
+				return 2;
+			}
+			break;
+		case 'P':
+			o.paused = 1;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		default:
+			die_usage(usage_text);
+		}
+	}
+	if (optind >= argc) {
+		errorf("no command given");
+		die_usage(usage_text);
+	}
+	o.argv = argv + optind;
+	o.argc = argc - optind;
+
+	char err[512];
+	struct launch l;
+	if (profile_create(&o, &l, err, sizeof(err))) {
+		errorf("%s", err);
+		return 2;
+	}
+	int code;
+	if (launch_start(&o, &l, &code, err, sizeof(err))) {
+		errorf("%s", err);
+		return code;
+	}
+	int st = launch_wait(&l);
+	if (profile_finish(&l, st))
+		warnf("could not append the end of the session to %s", o.output);
+
+	struct summary s = { 0 };
+	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
+	if (!r) {
+		errorf("%s: %s", o.output, err);
+		exit_like(st);
+	}
+	if (reader_poll(r, 1, count_record, &s, err, sizeof(err)) < 0)
+		errorf("%s: %s", o.output, err);
+	reader_report_diag(r, stderr, "strata: warning: ");
+	reader_close(r);
+
+	if (s.unsupported)
+		warnf("%u process(es) ran a Python without an agent build (%s) and were not profiled",
+		      s.unsupported, s.unsupported_versions);
+	if (s.processes == 0) {
+		errorf("no Python process was seen: nothing was profiled (is '%s' a Python program?)", o.argv[0]);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			exit(1);
+		exit_like(st);
+	}
+	if (!quiet)
+		fprintf(stderr, "strata: %llu samples, %u process%s, %u thread%s, %llu dropped -> %s\n",
+			(unsigned long long)s.samples, s.processes, s.processes == 1 ? "" : "es", s.threads,
+			s.threads == 1 ? "" : "s", (unsigned long long)s.dropped, o.output);
+	exit_like(st);
+}

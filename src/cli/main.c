@@ -1,0 +1,108 @@
+/*
+ * main.c — the `strata` command: dispatches to one builtin per subcommand
+ * and holds the few helpers they share (messages, locating the agent).
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "builtin.h"
+
+#ifndef STRATA_VERSION
+#define STRATA_VERSION "dev"
+#endif
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+} commands[] = {
+	{ "record", cmd_record, "run a command and record a profile of every Python process it starts" },
+	{ "dump", cmd_dump, "list the records of a .strata file (for debugging strata itself)" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: strata <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].help);
+	fprintf(out, "\nRun 'strata <command> --help' for the options of a command.\n");
+}
+
+void errorf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("strata: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+void warnf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("strata: warning: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+void die_usage(const char *u)
+{
+	fputs(u, stderr);
+	exit(2);
+}
+
+const char *agent_dir(void)
+{
+	static char dir[PATH_MAX];
+	if (dir[0])
+		return dir;
+	const char *env = getenv("STRATA_AGENT_DIR");
+	if (env && *env) {
+		snprintf(dir, sizeof(dir), "%s", env);
+		return dir;
+	}
+	char exe[PATH_MAX - 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	/* bin/strata next to lib/strata/ — the same in the build tree and
+	 * in an installed prefix. */
+	snprintf(dir, sizeof(dir), "%s/../lib/strata", exe);
+	char real[PATH_MAX];
+	if (realpath(dir, real))
+		snprintf(dir, sizeof(dir), "%s", real);
+	return dir;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+		printf("strata %s\n", STRATA_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(cmd, commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	errorf("'%s' is not a strata command; see 'strata --help'", cmd);
+	return 2;
+}

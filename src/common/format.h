@@ -1,0 +1,284 @@
+/*
+ * format.h — the .strata file format (docs/format.md is the prose spec).
+ *
+ * A file is a 32-byte file header followed by self-checking chunks appended
+ * by any number of writers (the CLI and every profiled process append whole
+ * chunks with O_APPEND). A chunk belongs to one *stream* (one process image:
+ * a fork or an exec starts a new stream) and holds a compressed run of
+ * records. Records are `varint type, varint length, body`; bodies are
+ * sequences of varints and length-prefixed strings whose fields are only
+ * ever appended in later minor versions, so an older reader skips what it
+ * does not know and names it.
+ *
+ * This header owns the constants, the header/chunk framing and the record
+ * bodies (encode for the agent and CLI, decode for the CLI).
+ */
+#ifndef STRATA_FORMAT_H
+#define STRATA_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+#define STRATA_MAGIC "\x89STRATA\n"
+#define STRATA_MAGIC_LEN 8
+#define STRATA_FMT_MAJOR 1
+#define STRATA_FMT_MINOR 0
+#define STRATA_FILE_HDR_SIZE 32
+
+#define STRATA_CHUNK_MAGIC 0x4b484353u /* "SCHK" little-endian */
+#define STRATA_CHUNK_HDR_SIZE 40
+/* Upper bounds a reader enforces so that garbage never drives allocations. */
+#define STRATA_CHUNK_MAX_RAW (64u << 20)
+#define STRATA_CHUNK_MAX_STORED (64u << 20)
+
+enum chunk_codec { CODEC_NONE = 0, CODEC_ZSTD = 1 };
+enum chunk_flags {
+	CHUNK_LAST = 1 << 0, /* final chunk of its stream: the process ended cleanly */
+};
+
+struct file_header {
+	uint16_t major, minor;
+	uint32_t header_size;
+	uint64_t created_ns; /* CLOCK_REALTIME */
+	uint32_t flags;
+};
+
+struct chunk_header {
+	uint64_t stream;
+	uint32_t seq;
+	uint16_t codec, flags;
+	uint32_t raw_size, stored_size;
+	uint32_t payload_crc;
+};
+
+void file_header_pack(uint8_t out[STRATA_FILE_HDR_SIZE], const struct file_header *h);
+/* Returns 0, or a negative FMT_E* code describing what is wrong. */
+int file_header_parse(const uint8_t *p, size_t n, struct file_header *h);
+
+void chunk_header_pack(uint8_t out[STRATA_CHUNK_HDR_SIZE], const struct chunk_header *h);
+int chunk_header_parse(const uint8_t *p, struct chunk_header *h); /* checks magic + header CRC */
+
+/* Compresses `raw` into a complete chunk (header + payload) appended to `out`.
+ * level: zstd level (1..19). Returns 0 or -1 on OOM / compression failure. */
+int chunk_seal(struct wbuf *out, const void *raw, size_t raw_len, uint64_t stream, uint32_t seq,
+	       uint16_t flags, int level);
+/* Verifies and decompresses a chunk's payload into `out` (reset first).
+ * Returns 0 or a negative FMT_E* code. */
+int chunk_open(const struct chunk_header *h, const uint8_t *stored, struct wbuf *out);
+
+enum fmt_error {
+	FMT_OK = 0,
+	FMT_E_SHORT = -1,     /* not enough bytes */
+	FMT_E_MAGIC = -2,     /* not a .strata file */
+	FMT_E_VERSION = -3,   /* newer major version */
+	FMT_E_HDRCRC = -4,    /* header checksum mismatch */
+	FMT_E_CRC = -5,       /* payload checksum mismatch */
+	FMT_E_CODEC = -6,     /* unknown codec */
+	FMT_E_DECOMPRESS = -7,
+	FMT_E_SIZE = -8,      /* implausible size */
+	FMT_E_OOM = -9,
+};
+const char *fmt_strerror(int err);
+
+/* ---- records ---------------------------------------------------------- */
+
+enum rec_type {
+	REC_SESSION = 1,      /* written by the CLI when a recording starts */
+	REC_SESSION_END = 2,  /* written by the CLI when the command exits */
+	REC_PROCESS = 3,      /* first record of every process stream */
+	REC_PROCESS_END = 4,
+	REC_THREAD = 5,
+	REC_THREAD_NAME = 6,
+	REC_THREAD_END = 7,
+	REC_CODE = 8,         /* a Python code object */
+	REC_STACK = 9,        /* an interned stack */
+	REC_SAMPLE = 10,
+	REC_DROPPED = 11,     /* samples lost (ring full) */
+	/* Reserved for the capabilities that plug into this skeleton; a reader
+	 * that does not handle one skips it and says so. */
+	REC_MODULE = 12,      /* native module mapping (path, build id, range) */
+	REC_JIT_IMAGE = 13,   /* in-memory ELF registered through the GDB JIT interface */
+	REC_JIT_UNLOAD = 14,
+	REC_PERFMAP = 15,     /* /tmp/perf-PID.map entries */
+	REC_EVENT_DESC = 16,  /* details of a recorded perf event */
+	REC_CONTROL = 17,     /* sampling paused / resumed */
+	REC_TYPE_MAX_KNOWN = 11, /* highest type this build decodes (bump as types land) */
+};
+const char *rec_type_name(uint64_t type);
+
+enum prof_mode { MODE_CPU = 0, MODE_WALL = 1 };
+enum trigger_kind {
+	TRIGGER_PERF_TASK_CLOCK = 0, /* perf_event_open software task-clock, per thread */
+	TRIGGER_POSIX_CPU_TIMER = 1, /* timer_create(CLOCK_THREAD_CPUTIME_ID) fallback */
+	TRIGGER_WALL_SAMPLER = 2,    /* sampler thread at wall-clock rate */
+	TRIGGER_PERF_EVENT = 3,      /* user-chosen perf event (-e) */
+};
+enum linetable_fmt {
+	LT_NONE = 0,
+	LT_LNOTAB = 1,     /* 3.8, 3.9 co_lnotab */
+	LT_LINETABLE = 2,  /* 3.10 co_linetable (PEP 626) */
+	LT_LOCATIONS = 3,  /* 3.11+ co_linetable location table (PEP 657) */
+};
+
+enum process_end_reason { END_EXIT = 0, END_EXEC = 1, END__EXIT = 2, END_DETACH = 3 };
+enum process_flags {
+	PROC_NATIVE = 1 << 0,
+	PROC_JIT_LINES = 1 << 1,
+	PROC_CONTINUED = 1 << 2,   /* stream resumed after a failed exec */
+	PROC_UNSUPPORTED = 1 << 3, /* Python version without an agent build: not profiled */
+};
+enum thread_flags { THREAD_MAIN = 1 << 0 };
+enum stack_flags {
+	STACK_PY_TRUNCATED = 1 << 0,     /* Python depth cap hit: root frames missing */
+	STACK_PY_FAULT = 1 << 1,         /* walking the Python frames faulted: partial */
+	STACK_NATIVE_TRUNCATED = 1 << 2, /* native depth cap hit */
+	STACK_NATIVE_FAILED = 1 << 3,    /* native unwinding stopped early */
+};
+enum pyframe_flags {
+	PYF_ENTRY = 1 << 0, /* frame entered from C (one C-level eval activation starts here) */
+};
+enum sample_flags { SAMPLE_IDLE = 1 << 0 /* thread was blocked (wall mode) */ };
+
+struct rec_session {
+	char *strata_version;
+	uint64_t start_realtime_ns, start_mono_ns;
+	uint32_t argc;
+	char **argv; /* the command strata ran */
+	uint32_t mode, rate_hz, flags;
+	uint32_t nevents;
+	char **events;
+	char *hostname;
+};
+
+struct rec_session_end {
+	uint64_t end_mono_ns;
+	int64_t status; /* >= 0: exit code; < 0: killed by signal -status */
+};
+
+struct rec_process {
+	uint32_t pid, ppid;
+	uint64_t start_mono_ns;
+	char *python_version;
+	char *executable;
+	uint32_t argc;
+	char **argv;
+	uint32_t mode, rate_hz, trigger;
+	uint64_t period_ns;
+	uint32_t flags;
+	uint32_t nevents;
+	char **events;
+};
+
+struct rec_process_end {
+	uint64_t end_mono_ns;
+	uint32_t reason;
+	uint64_t samples, dropped;
+};
+
+struct rec_thread {
+	uint32_t tid;
+	uint64_t start_mono_ns;
+	uint32_t flags;
+	char *name;
+};
+
+struct rec_thread_name {
+	uint32_t tid;
+	char *name;
+};
+
+struct rec_thread_end {
+	uint32_t tid;
+	uint64_t end_mono_ns;
+	uint64_t samples, dropped;
+};
+
+struct rec_code {
+	uint32_t index;     /* per-stream id that STACK records refer to */
+	uint64_t addr;      /* address of the code object in the target (diagnostics) */
+	uint32_t firstlineno;
+	uint32_t linetable_fmt;
+	uint32_t flags;     /* CO_* flags of the code object */
+	char *filename, *name, *qualname;
+	uint8_t *linetable;
+	size_t linetable_len;
+};
+
+struct rec_pyframe {
+	uint32_t code;  /* REC_CODE index */
+	int32_t lasti;  /* instruction offset in code units (2 bytes); -1 = not started */
+	uint32_t flags; /* PYF_* */
+};
+
+struct rec_stack {
+	uint32_t index;
+	uint32_t flags;
+	uint32_t npy;
+	struct rec_pyframe *py; /* leaf first */
+	uint32_t py_missing;    /* frames cut by the depth cap (when STACK_PY_TRUNCATED) */
+	uint32_t nnative;
+	uint64_t *native;       /* return addresses, leaf first (with --native) */
+};
+
+#define STRATA_MAX_COUNTERS 8
+
+struct rec_sample {
+	uint32_t tid;
+	int64_t dt_ns;      /* time since the previous sample record of this stream
+	                     * (first: since process start); may be negative */
+	uint32_t stack;
+	uint32_t weight;    /* sampling periods this sample stands for (>= 1) */
+	uint32_t flags;     /* SAMPLE_* */
+	uint32_t ncounters;
+	uint64_t counters[STRATA_MAX_COUNTERS];
+};
+
+struct rec_dropped {
+	uint32_t tid;
+	uint64_t count;
+};
+
+/* Encoders append one whole record (type, length, body) to `b`. */
+void rec_put_session(struct wbuf *b, const struct rec_session *r);
+void rec_put_session_end(struct wbuf *b, const struct rec_session_end *r);
+void rec_put_process(struct wbuf *b, const struct rec_process *r);
+void rec_put_process_end(struct wbuf *b, const struct rec_process_end *r);
+void rec_put_thread(struct wbuf *b, const struct rec_thread *r);
+void rec_put_thread_name(struct wbuf *b, const struct rec_thread_name *r);
+void rec_put_thread_end(struct wbuf *b, const struct rec_thread_end *r);
+void rec_put_code(struct wbuf *b, const struct rec_code *r);
+void rec_put_stack(struct wbuf *b, const struct rec_stack *r);
+void rec_put_sample(struct wbuf *b, const struct rec_sample *r);
+void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r);
+/* Generic framing for record types encoded elsewhere: appends type, length and body. */
+void rec_put_raw(struct wbuf *b, uint32_t type, const void *body, size_t len);
+
+/* Splits the next record off a decompressed payload. Returns 1 with type and
+ * body set, 0 at the end, -1 if the framing is malformed. */
+int rec_next(struct rbuf *payload, uint64_t *type, struct rbuf *body);
+
+/* Decoders: 0 on success, -1 if the body is malformed (short, bad lengths).
+ * Trailing unknown fields are ignored. Strings and arrays are heap copies,
+ * released with the matching rec_free_*; on error everything is released. */
+int rec_get_session(struct rbuf *b, struct rec_session *r);
+int rec_get_session_end(struct rbuf *b, struct rec_session_end *r);
+int rec_get_process(struct rbuf *b, struct rec_process *r);
+int rec_get_process_end(struct rbuf *b, struct rec_process_end *r);
+int rec_get_thread(struct rbuf *b, struct rec_thread *r);
+int rec_get_thread_name(struct rbuf *b, struct rec_thread_name *r);
+int rec_get_thread_end(struct rbuf *b, struct rec_thread_end *r);
+int rec_get_code(struct rbuf *b, struct rec_code *r);
+int rec_get_stack(struct rbuf *b, struct rec_stack *r);
+int rec_get_sample(struct rbuf *b, struct rec_sample *r);
+int rec_get_dropped(struct rbuf *b, struct rec_dropped *r);
+
+void rec_free_session(struct rec_session *r);
+void rec_free_process(struct rec_process *r);
+void rec_free_thread(struct rec_thread *r);
+void rec_free_thread_name(struct rec_thread_name *r);
+void rec_free_code(struct rec_code *r);
+void rec_free_stack(struct rec_stack *r);
+
+#endif
