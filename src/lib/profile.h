@@ -1,0 +1,195 @@
+/*
+ * profile.h — the one in-memory profile model.
+ *
+ * Every report, the live view and every exporter read this; none of them
+ * re-reads the file. It is built by ingesting the records of a .strata file
+ * (all at once, or incrementally while the file grows, for `strata top`).
+ *
+ *   funcs    one per function: a Python code object's qualified name and
+ *            file, a native symbol, a JIT function (deduplicated by kind,
+ *            name, file, first line and module)
+ *   frames   a function at a line (and, for native/JIT code, an address):
+ *            the unit stacks are made of
+ *   nodes    the call tree: node 0 is the root; every other node has a
+ *            parent and a frame. A stack is the path from the root to a node.
+ *   samples  one per sample record: its leaf node, thread, time, flags, and
+ *            one value per event in values[i * nevents + e]
+ *
+ * Event 0 is always "samples" (the sample's weight, in sampling periods);
+ * events 1.. are the counters recorded with -e, in order. Costs are always
+ * per event, so every consumer handles extra event columns the same way.
+ *
+ * Synthetic frames (kind PK_OTHER) stand for what is not a real frame:
+ * "[truncated: N frames]" at the root of a stack cut by the depth cap,
+ * "[no Python frame]" for a sample taken while the thread ran no Python
+ * code (interpreter start-up, a non-Python thread), "[unreadable frames]"
+ * when the agent could not read the stack.
+ */
+#ifndef STRATA_PROFILE_H
+#define STRATA_PROFILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "reader.h"
+
+enum pkind { PK_PYTHON = 0, PK_NATIVE = 1, PK_JIT = 2, PK_OTHER = 3 };
+/* "python", "native", "jit", "other" */
+const char *pkind_name(int kind);
+
+#define PNONE UINT32_MAX
+
+struct pfunc {
+	const char *name;    /* qualified name (Class.method, outer.<locals>.inner) */
+	const char *file;    /* source file, "" if unknown */
+	uint32_t line;       /* first line, 0 if unknown */
+	uint8_t kind;        /* enum pkind */
+	const char *module;  /* native/JIT object path, NULL for Python */
+};
+
+struct pframe {
+	uint32_t func;
+	uint32_t line;       /* line executing in this frame, 0 if unknown */
+	uint64_t addr;       /* instruction address for native/JIT frames, else 0 */
+};
+
+struct pnode {
+	uint32_t parent;     /* PNONE for the root */
+	uint32_t frame;      /* PNONE for the root */
+	uint32_t depth;      /* root = 0 */
+};
+
+enum psample_flags { PS_IDLE = 1 << 0 };
+
+struct psample {
+	uint32_t node;       /* leaf */
+	uint32_t thread;     /* index into threads */
+	uint64_t time_ns;    /* CLOCK_MONOTONIC */
+	uint32_t flags;      /* PS_* */
+};
+
+struct pthread_info {
+	uint32_t pid, tid;
+	uint32_t process;    /* index into procs */
+	char *name;
+	uint64_t start_ns, end_ns; /* end 0 = never saw it end */
+	uint64_t samples;    /* sum of weights */
+	uint64_t dropped;
+	int main;
+};
+
+struct pprocess {
+	uint32_t pid, ppid;
+	char *command;       /* argv joined with spaces */
+	char *executable;
+	char *python_version;
+	uint32_t flags;      /* PROC_* */
+	uint64_t start_ns, end_ns;
+	uint64_t samples, dropped;
+	int ended;           /* wrote its last chunk */
+	int end_reason;      /* enum process_end_reason, when ended */
+};
+
+struct profile {
+	/* session */
+	char *command;          /* the command strata ran */
+	char *strata_version;
+	char *hostname;
+	char *python_version;   /* of the first profiled process */
+	int mode;               /* MODE_CPU / MODE_WALL */
+	unsigned rate_hz;
+	uint64_t period_ns;
+	uint64_t start_realtime_ns;
+	uint64_t start_ns, end_ns;  /* CLOCK_MONOTONIC: session (or first/last sample) */
+	int has_exit_status;
+	int64_t exit_status;        /* >= 0 exit code, < 0 killed by signal */
+	uint64_t dropped;
+	int truncated;              /* file cut short or streams unfinished */
+
+	/* events: event 0 is "samples" */
+	uint32_t nevents;
+	char **event_names;
+	uint64_t *totals;           /* nevents: sum over all samples */
+
+	struct pfunc *funcs;
+	uint32_t nfuncs;
+	struct pframe *frames;
+	uint32_t nframes;
+	struct pnode *nodes;
+	uint32_t nnodes;
+	struct psample *samples;
+	uint64_t nsamples;
+	uint64_t *values;           /* nsamples * nevents */
+	struct pthread_info *threads;
+	uint32_t nthreads;
+	struct pprocess *procs;
+	uint32_t nprocs;
+
+	/* warnings collected while loading (one line each, no prefix) */
+	char **warnings;
+	uint32_t nwarnings;
+
+	struct profile_internal *in; /* loader state (interning, per-stream tables) */
+};
+
+struct load_opts {
+	int keep_interpreter;   /* --keep-interpreter: keep CPython's own frames (with --native) */
+};
+
+/* Loads a whole file. On failure returns NULL with a one-line reason
+ * (without the path) in err. Damage that still leaves a readable prefix is
+ * not a failure: it becomes a warning and p->truncated. */
+struct profile *profile_load(const char *path, const struct load_opts *o, char *err, size_t errlen);
+
+/* Incremental use (the live view): create, then ingest whatever the reader
+ * has appended since the last call. Returns 0 or -1 (err filled). */
+struct profile *profile_new(const struct load_opts *o);
+int profile_ingest(struct profile *p, struct reader *r, int final, char *err, size_t errlen);
+void profile_free(struct profile *p);
+
+/* Frames of the stack ending at `node`, root first. Returns the depth; at
+ * most `max` are stored. */
+uint32_t profile_stack(const struct profile *p, uint32_t node, uint32_t *frames, uint32_t max);
+
+static inline uint64_t profile_value(const struct profile *p, uint64_t sample, uint32_t event)
+{
+	return p->values[sample * p->nevents + event];
+}
+
+/* ---- aggregation: what report, annotate and top show ------------------- */
+
+struct agg_filter {
+	uint32_t pid;           /* 0 = all */
+	uint32_t tid;           /* 0 = all */
+	uint64_t t0, t1;        /* time window, 0 = unbounded */
+	int exclude_idle;
+	uint64_t first_sample;  /* only samples with index >= this (live view intervals) */
+};
+
+struct agg_row {
+	uint32_t func;          /* function rows and line rows */
+	uint32_t line;          /* line rows only (0 in function rows) */
+	uint64_t *self;         /* nevents */
+	uint64_t *total;        /* nevents; a function or line is counted once per sample */
+};
+
+struct agg {
+	uint32_t nevents;
+	uint64_t *totals;       /* nevents, over the filtered samples */
+	uint64_t nsamples;      /* filtered sample records */
+	struct agg_row *funcs;
+	uint32_t nfuncs;
+	struct agg_row *lines;
+	uint32_t nlines;
+	uint64_t *thread_samples; /* per thread: sum of weights over the filtered samples */
+	uint64_t *thread_idle;    /* per thread: idle part of it */
+};
+
+/* Aggregates self and total cost per function and per (function, line).
+ * Rows are sorted by self cost of `sort_event`, descending (then total). */
+struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *f, uint32_t sort_event);
+void agg_free(struct agg *a);
+/* Re-sorts rows by `by_total ? total : self` of event e. */
+void agg_sort(struct agg *a, uint32_t e, int by_total);
+
+#endif
