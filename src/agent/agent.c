@@ -209,6 +209,15 @@ void agent_shutdown(int reason)
 	writer_stop_and_flush(reason);
 }
 
+void agent_flush_before_death(int sig)
+{
+	(void)sig;
+	if (!agent.active || getpid() != agent.pid || atomic_exchange(&agent.stopping, 1))
+		return;
+	atomic_store(&agent.sampling, 0);
+	writer_finish_urgent(300);
+}
+
 /* exec() failed after agent_shutdown(END_EXEC): carry on in a new stream. */
 void agent_resume(void)
 {

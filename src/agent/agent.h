@@ -141,6 +141,9 @@ int agent_safe_read(void *dst, uint64_t src, size_t n);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agent_shutdown(int reason);
 void agent_resume(void);
+/* From a fatal signal's handler: have the writer finish the stream, waiting
+ * a bounded time. Async-signal-safe (atomics, a pipe write, nanosleep). */
+void agent_flush_before_death(int sig);
 
 /* signals.c */
 int signals_install(void);
@@ -174,6 +177,9 @@ void writer_note_unsupported(void);
 int writer_code_wanted(uint64_t addr);
 void writer_code_died(uint64_t addr, struct strata_codeinfo *info);
 void writer_poke(void);
+/* Asks the writer to end the stream now (END_SIGNAL); returns when done or
+ * after timeout_ms. Async-signal-safe. */
+void writer_finish_urgent(int timeout_ms);
 void writer_lock_for_fork(void);
 void writer_unlock_after_fork(void);
 

@@ -226,8 +226,10 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 	} else if (si->si_code == SI_TIMER) {
 		ours = s ? si->si_value.sival_ptr == (void *)s : agent.trigger == TRIGGER_POSIX_CPU_TIMER;
 		weight = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
-	} else if (si->si_code == SI_TKILL && si->si_pid == agent.pid && s) {
-		ours = atomic_exchange(&s->wall_pending, 0);
+	} else if (si->si_code == SI_TKILL && si->si_pid == agent.pid && agent.trigger == TRIGGER_WALL_SAMPLER) {
+		/* Sent by our sampler thread. It may reach a thread that is
+		 * just starting or exiting (no slot): still ours, and ignored. */
+		ours = s ? atomic_exchange(&s->wall_pending, 0) || 1 : 1;
 	}
 	if (!ours || !s) {
 		errno = saved_errno;

@@ -11,6 +11,12 @@
  * handler forwards every signal that is not ours to it. A fault outside a
  * guarded read therefore reaches the application (or the default action)
  * unchanged.
+ *
+ * SIGTERM and SIGHUP are watched too: when the application leaves them at
+ * their default action (terminate), the agent first writes what it has,
+ * waiting a bounded time for the writer, then lets the signal kill the
+ * process as it would have. A multiprocessing pool's workers, stopped with
+ * SIGTERM, thus keep their last samples.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -98,6 +104,19 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
+static void on_term(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction a = app_act[sig];
+	if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL) {
+		int e = errno;
+		agent_flush_before_death(sig);
+		errno = e;
+		default_action(sig, si);
+		return;
+	}
+	chain(sig, si, uc);
+}
+
 static int install(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
 {
 	struct sigaction ours;
@@ -126,6 +145,10 @@ int signals_install(void)
 	    install(SIGBUS, on_fault, SA_NODEFER | SA_ONSTACK) ||
 	    install(SIGPROF, on_prof, SA_RESTART))
 		return -1;
+	/* Not fatal if these fail: only the last samples of a killed process
+	 * are at stake. */
+	install(SIGTERM, on_term, SA_RESTART);
+	install(SIGHUP, on_term, SA_RESTART);
 	return 0;
 }
 

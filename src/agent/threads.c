@@ -80,12 +80,15 @@ struct tslot *thread_register(const char *name, int is_main)
 	else if (is_main)
 		snprintf(s->name, sizeof(s->name), "MainThread");
 	(void)is_main;
+	/* The handler must know the slot before anyone can signal this
+	 * thread for it: TLS first, then the registry (the wall sampler
+	 * signals threads it finds there), then the trigger. */
+	pthread_setspecific(slot_key, s);
+	__atomic_store_n(&tls_slot, s, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&agent.reg_lock);
 	s->next = agent.slots;
 	agent.slots = s;
 	pthread_mutex_unlock(&agent.reg_lock);
-	pthread_setspecific(slot_key, s);
-	__atomic_store_n(&tls_slot, s, __ATOMIC_SEQ_CST);
 	trigger_start(s);
 	return s;
 }

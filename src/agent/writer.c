@@ -296,6 +296,7 @@ static struct {
 	struct rec_pyframe *pyf;  /* scratch for REC_STACK frames */
 	uint32_t pyf_cap;
 	int fdw[2];               /* self-pipe to wake the writer early */
+	_Atomic int urgent;       /* 1: a fatal signal asked us to finish; 2: finished */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1 } };
 
 void writer_poke(void)
@@ -634,6 +635,25 @@ static void drain_all(void)
 	W.dying = NULL;
 }
 
+/* Writes the stream's last records. Caller holds W.lock, rings drained. */
+static void finish_stream(int reason)
+{
+	/* A process with no samples is only worth a record when it exited
+	 * normally (a short script); the child of a fork that execs or
+	 * _exits before sampling anything leaves no trace. */
+	if (W.any_samples || reason == END_EXIT) {
+		struct rec_process_end e = {
+			.end_mono_ns = mono_ns(),
+			.reason = (uint32_t)reason,
+			.samples = W.samples,
+			.dropped = W.dropped,
+		};
+		rec_put_process_end(&W.recs, &e);
+		flush_chunk(CHUNK_LAST);
+	}
+	wbuf_reset(&W.recs);
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
@@ -651,6 +671,12 @@ static void *writer_main(void *arg)
 		}
 		pthread_mutex_lock(&W.lock);
 		drain_all();
+		if (atomic_load(&W.urgent) == 1) {
+			finish_stream(END_SIGNAL);
+			atomic_store(&W.urgent, 2);
+			pthread_mutex_unlock(&W.lock);
+			break;
+		}
 		if (W.any_samples &&
 		    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
 		     mono_ns() - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u))
@@ -704,21 +730,19 @@ void writer_stop_and_flush(int reason)
 	}
 	pthread_mutex_lock(&W.lock);
 	drain_all();
-	/* A process with no samples is only worth a record when it exited
-	 * normally (a short script); the child of a fork that execs or
-	 * _exits before sampling anything leaves no trace. */
-	if (W.any_samples || reason == END_EXIT) {
-		struct rec_process_end e = {
-			.end_mono_ns = mono_ns(),
-			.reason = (uint32_t)reason,
-			.samples = W.samples,
-			.dropped = W.dropped,
-		};
-		rec_put_process_end(&W.recs, &e);
-		flush_chunk(CHUNK_LAST);
-	}
-	wbuf_reset(&W.recs);
+	finish_stream(reason);
 	pthread_mutex_unlock(&W.lock);
+}
+
+void writer_finish_urgent(int timeout_ms)
+{
+	if (!agent.writer_running)
+		return;
+	atomic_store(&W.urgent, 1);
+	writer_poke();
+	struct timespec ts = { 0, 5 * 1000000L };
+	for (int waited = 0; waited < timeout_ms && atomic_load(&W.urgent) != 2; waited += 5)
+		nanosleep(&ts, NULL);
 }
 
 /* Fork support: the forking thread holds both locks across fork() so the

@@ -122,7 +122,13 @@ enum linetable_fmt {
 	LT_LOCATIONS = 3,  /* 3.11+ co_linetable location table (PEP 657) */
 };
 
-enum process_end_reason { END_EXIT = 0, END_EXEC = 1, END__EXIT = 2, END_DETACH = 3 };
+enum process_end_reason {
+	END_EXIT = 0,   /* exit() or return from main */
+	END_EXEC = 1,   /* replaced by exec() */
+	END__EXIT = 2,  /* _exit(), as os._exit and multiprocessing children use */
+	END_DETACH = 3, /* profiling stopped while the process runs on */
+	END_SIGNAL = 4, /* terminated by a signal whose default action kills */
+};
 enum process_flags {
 	PROC_NATIVE = 1 << 0,
 	PROC_JIT_LINES = 1 << 1,

@@ -1,0 +1,44 @@
+#!/bin/sh
+# deps.sh — installs what strata needs on a Debian 12 machine, idempotently.
+#
+#   scripts/deps.sh          build + test dependencies (make check)
+#   scripts/deps.sh demo     build + demo dependencies (make demo)
+#   scripts/deps.sh build    build dependencies only
+#
+# Debian packages come from apt (root is required to install; a machine
+# that already has them needs nothing). Test tools from PyPI and npm are
+# installed by the test scripts into project-local directories, never into
+# the system interpreters.
+set -eu
+
+what=${1:-test}
+
+# Build: compiler, compression, ELF/DWARF, disassembly, curses, Python headers.
+BUILD="gcc make pkg-config libzstd-dev zlib1g-dev libdw-dev libelf-dev libcapstone-dev libncurses-dev python3-dev"
+# The demo profiles a program that mixes Python, NumPy and Numba.
+DEMO="python3-numpy python3-numba"
+# Tests: pytest, sanitizers and libFuzzer (clang), valgrind, perf, tmux for
+# the live view, and the real consumers of every export format. (Node.js
+# and npm come with the machine: Debian's npm package would fight them.)
+TEST="python3-pytest python3-venv clang libclang-rt-14-dev valgrind linux-perf tmux libdevel-nytprof-perl protobuf-compiler chromium"
+
+case "$what" in
+	build) pkgs="$BUILD" ;;
+	demo) pkgs="$BUILD $DEMO" ;;
+	test | check) pkgs="$BUILD $DEMO $TEST" ;;
+	*) echo "usage: $0 [build|demo|test]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps.sh: installing:$missing" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

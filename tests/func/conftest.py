@@ -1,0 +1,184 @@
+"""Shared fixtures for strata's functional tests.
+
+Every test profiles real Python programs (tests/func/programs/) with the
+built `strata` and asserts on what the profile says, through the same
+interfaces users have (`strata report --json`, exports, exit codes).
+
+Interpreters: the `python` fixture is parametrized over every interpreter
+strata supports. One that is not installed here, or has no agent build,
+is skipped with a message that names it. STRATA_TEST_PYTHONS (a
+space-separated list of ids, e.g. "debian-3.11 3.12") narrows the set.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("STRATA_BUILD", ROOT / "build"))
+STRATA = BUILD / "bin" / "strata"
+AGENT_DIR = BUILD / "lib" / "strata"
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+VENVS = Path(os.environ.get("STRATA_VENVS", ROOT / ".venvs"))
+
+
+def _pyenv_root():
+    try:
+        return Path(subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+
+
+def _find_pyenv(minor):
+    versions = _pyenv_root() / "versions"
+    found = sorted(versions.glob(minor + ".*")) if versions.is_dir() else []
+    for v in reversed(found):
+        exe = v / "bin" / "python"
+        if exe.exists() and v.name.count(".") == 2 and v.name.replace(".", "").isdigit():
+            return exe
+    return None
+
+
+class Interp:
+    """One Python interpreter to profile programs under."""
+
+    def __init__(self, ident, exe):
+        self.id = ident
+        self.exe = Path(exe) if exe else None
+        self.version = None
+        if self.exe and self.exe.exists():
+            out = subprocess.run([str(self.exe), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                 capture_output=True, text=True)
+            if out.returncode == 0:
+                self.version = out.stdout.strip()
+
+    @property
+    def minor(self):
+        return tuple(int(x) for x in self.version.split(".")[:2]) if self.version else None
+
+    def venv_python(self):
+        """The interpreter of this version's test virtualenv (with numpy,
+        numba where available), or the interpreter itself for Debian's,
+        whose numpy/numba come from Debian packages."""
+        if self.id.startswith("debian"):
+            return self.exe
+        v = VENVS / self.version / "bin" / "python"
+        return v if v.exists() else None
+
+    def has_module(self, name, venv=True):
+        exe = self.venv_python() if venv else self.exe
+        if exe is None:
+            return False
+        return subprocess.run([str(exe), "-c", "import " + name], capture_output=True).returncode == 0
+
+    def skip_reason(self):
+        if self.exe is None or not self.exe.exists():
+            return "Python %s is not installed on this machine" % self.id
+        if not self.version:
+            return "Python %s (%s) does not run" % (self.id, self.exe)
+        builds = list(AGENT_DIR.glob("strata-py-%d.%d.*.so" % self.minor))
+        if not builds:
+            return "no strata agent build for Python %s (%s)" % (self.version, self.exe)
+        return None
+
+    def __repr__(self):
+        return "Interp(%s, %s)" % (self.id, self.exe)
+
+
+ALL_IDS = ["debian-3.11", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+
+
+def _interp(ident):
+    if ident == "debian-3.11":
+        return Interp(ident, "/usr/bin/python3" if Path("/usr/bin/python3").exists() else None)
+    return Interp(ident, _find_pyenv(ident))
+
+
+def _selected_ids():
+    sel = os.environ.get("STRATA_TEST_PYTHONS")
+    return sel.split() if sel else ALL_IDS
+
+
+_INTERPS = {}
+
+
+def get_interp(ident):
+    if ident not in _INTERPS:
+        _INTERPS[ident] = _interp(ident)
+    return _INTERPS[ident]
+
+
+@pytest.fixture(params=_selected_ids())
+def python(request):
+    it = get_interp(request.param)
+    reason = it.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return it
+
+
+@pytest.fixture
+def debian_python():
+    """Debian's /usr/bin/python3 (3.11), which has numpy and numba from Debian."""
+    it = get_interp("debian-3.11")
+    reason = it.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return it
+
+
+class Result:
+    def __init__(self, proc, path):
+        self.proc = proc
+        self.path = path
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self._report = None
+
+    def report(self, *args):
+        if self._report is None or args:
+            rep = strata("report", "--json", *args, str(self.path))
+            assert rep.returncode == 0, rep.stderr
+            data = json.loads(rep.stdout)
+            if args:
+                return data
+            self._report = data
+        return self._report
+
+
+def strata(*args, env=None, timeout=300, input=None, cwd=None):
+    return subprocess.run([str(STRATA)] + [str(a) for a in args], capture_output=True, text=True,
+                          env=env, timeout=timeout, input=input, cwd=cwd)
+
+
+@pytest.fixture
+def record(tmp_path):
+    """record(python, "prog.py", args..., opts=[...]) runs `strata record` on
+    a program from tests/func/programs and returns a Result."""
+    counter = [0]
+
+    def run(interp, prog, *args, opts=(), env=None, timeout=300, cwd=None, exe=None):
+        counter[0] += 1
+        out = tmp_path / ("p%d.strata" % counter[0])
+        exe = exe or interp.exe
+        script = PROGRAMS / prog if not os.path.isabs(str(prog)) else Path(prog)
+        cmd = ["record", "-o", out] + list(opts) + ["--", exe, script] + list(args)
+        proc = strata(*cmd, env=env, timeout=timeout, cwd=cwd)
+        return Result(proc, out)
+
+    return run
+
+
+def func_row(report, name):
+    rows = [f for f in report["functions"] if f["name"] == name]
+    assert rows, "function %s not in profile: %s" % (name, [f["name"] for f in report["functions"][:30]])
+    return rows[0]
+
+
+def share(report, name, key="self"):
+    return func_row(report, name)[key] / report["samples"]

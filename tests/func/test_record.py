@@ -1,0 +1,325 @@
+"""strata record / report, end to end, on programs whose answer is known."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAMS, STRATA, func_row, share, strata
+
+
+def hot_line(path, marker="# HOT"):
+    for n, text in enumerate(Path(path).read_text().splitlines(), 1):
+        if marker in text:
+            return n
+    raise AssertionError("no %s in %s" % (marker, path))
+
+
+def test_split_3_to_1(python, record):
+    r = record(python, "split.py", "3")
+    assert r.returncode == 0, r.stderr
+    rep = r.report()
+    heavy = func_row(rep, "heavy")["self"]
+    light = func_row(rep, "light")["self"]
+    assert heavy + light > 0.8 * rep["samples"], rep["functions"][:5]
+    pct = 100.0 * heavy / (heavy + light)
+    assert 68 <= pct <= 82, "heavy:light = %d:%d (%.1f%%), expected 75%% +- 7" % (heavy, light, pct)
+    # main() is on the stack of every sample of both.
+    assert func_row(rep, "main")["total"] >= heavy + light
+
+
+def test_summary_line(python, record):
+    r = record(python, "split.py", "0.5")
+    m = re.search(r"strata: (\d+) samples, 1 process, (\d+) threads?, (\d+) dropped -> (\S+)", r.stderr)
+    assert m, r.stderr
+    assert int(m.group(1)) == r.report()["samples"]
+    assert m.group(4) == str(r.path)
+
+
+def test_hot_line(python, record):
+    r = record(python, "hotline.py", "2")
+    rep = r.report()
+    line = hot_line(PROGRAMS / "hotline.py")
+    top = rep["lines"][0]
+    assert top["function"] == "work" and top["line"] == line, rep["lines"][:5]
+    assert top["self"] > 0.5 * rep["samples"]
+    assert top["kind"] == "python"
+
+
+def test_report_json_keys(python, record):
+    r = record(python, "split.py", "0.5")
+    rep = r.report()
+    for key in ("samples", "duration_s", "mode", "rate_hz", "dropped", "python_version", "command",
+                "processes", "threads", "functions", "lines"):
+        assert key in rep, key
+    assert rep["mode"] == "cpu" and rep["rate_hz"] == 1000
+    assert rep["python_version"] == python.version
+    assert "split.py" in rep["command"]
+    assert 0.3 < rep["duration_s"] < 30
+    for p in rep["processes"]:
+        assert set(("pid", "command", "samples")) <= set(p)
+    for t in rep["threads"]:
+        assert set(("pid", "tid", "name", "samples")) <= set(t)
+    for f in rep["functions"]:
+        assert set(("name", "file", "line", "kind", "self", "total")) <= set(f)
+        assert f["self"] <= f["total"]
+    for ln in rep["lines"]:
+        assert set(("file", "line", "function", "kind", "self", "total")) <= set(ln)
+
+
+def test_cpu_mode_ignores_sleeping_threads(python, record):
+    r = record(python, "threads4.py", "2")
+    rep = r.report()
+    names = {t["name"]: t["samples"] for t in rep["threads"]}
+    assert {"busy-1", "busy-2"} <= set(names), names
+    busy = names["busy-1"] + names["busy-2"]
+    assert busy >= 0.95 * rep["samples"], names
+
+
+def test_wall_mode_sees_all_threads(python, record):
+    r = record(python, "threads4.py", "2", opts=["--mode", "wall"])
+    rep = r.report()
+    assert rep["mode"] == "wall"
+    threads = {t["name"]: t for t in rep["threads"]}
+    for name in ("busy-1", "busy-2", "sleepy-1", "sleepy-2", "MainThread"):
+        assert name in threads, threads.keys()
+        # about 2 s at 1000 Hz each; generous for a loaded 2-core machine
+        assert threads[name]["samples"] > 800, (name, threads[name])
+    # The sleepers spend nearly all their time blocked.
+    for name in ("sleepy-1", "sleepy-2"):
+        assert threads[name]["idle"] > 0.9 * threads[name]["samples"], threads[name]
+    sleepy = func_row(rep, "sleepy")
+    assert sleepy["total"] > 1600
+
+
+def test_subprocess_child_profiled(python, record):
+    r = record(python, "subproc.py")
+    assert r.returncode == 0, r.stderr
+    assert "child done 0" in r.stdout
+    rep = r.report()
+    pids = {p["pid"]: p for p in rep["processes"]}
+    assert len(pids) == 2, rep["processes"]
+    child = [p for p in rep["processes"] if "child" in p["command"]]
+    assert child, rep["processes"]
+    cpid = child[0]["pid"]
+    crep = r.report("--pid", str(cpid))
+    assert func_row(crep, "child_work")["total"] > 0.8 * crep["samples"]
+    assert not [f for f in crep["functions"] if f["name"] == "parent_work"]
+    assert all(t["pid"] in pids for t in rep["threads"])
+
+
+def test_right_answers(python, record):
+    r = record(python, "answers.py")
+    assert r.returncode == 0, r.stderr
+    rep = r.report()
+    names = {f["name"]: f for f in rep["functions"]}
+    expect = ["Shape.area", "outer.<locals>.inner", "counter", "crunch", "handler_work", "recurse",
+              "late_work", "short_lived"]
+    for name in expect:
+        assert name in names, (name, sorted(names)[:40])
+    # Each part burns 0.3 s: its total is about 300 samples.
+    for name in ("Shape.area", "outer.<locals>.inner", "handler_work", "late_work", "short_lived"):
+        assert names[name]["total"] > 150, (name, names[name])
+    assert names["counter"]["self"] > 100
+    # exec() code is attributed to its own pseudo-file.
+    string_code = [f for f in rep["functions"] if f["file"] == "<string>" and f["self"] > 100]
+    assert string_code, [f for f in rep["functions"] if f["file"] == "<string>"]
+    # Deep recursion: the stacks are cut at the cap and marked, never lost.
+    marker = [f for f in rep["functions"] if f["name"].startswith("[truncated")]
+    assert marker and marker[0]["total"] > 150, marker
+    assert names["recurse"]["total"] > 150
+    # The thread started mid-run has its name.
+    assert "short-lived" in {t["name"] for t in rep["threads"]}
+
+
+def test_entry_points(python, record, tmp_path):
+    """python -m pkg, a script with a shebang, and a console entry point."""
+    pkg = tmp_path / "pkgdemo"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text((PROGRAMS / "split.py").read_text())
+    out = tmp_path / "m.strata"
+    proc = strata("record", "-o", out, "--", python.exe, "-m", "pkgdemo", "0.5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rep = strata("report", "--json", out)
+    assert '"heavy"' in rep.stdout
+
+    script = tmp_path / "tool"
+    script.write_text("#!%s\n" % python.exe + (PROGRAMS / "split.py").read_text())
+    script.chmod(0o755)
+    out = tmp_path / "s.strata"
+    proc = strata("record", "-o", out, "--", script, "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert '"heavy"' in strata("report", "--json", out).stdout
+
+    envscript = tmp_path / "tool2"
+    envscript.write_text("#!/usr/bin/env python3\n" + (PROGRAMS / "split.py").read_text())
+    envscript.chmod(0o755)
+    out = tmp_path / "e.strata"
+    env = dict(os.environ, PATH="%s:%s" % (Path(python.exe).parent, os.environ["PATH"]))
+    proc = strata("record", "-o", out, "--", envscript, "0.5", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert '"heavy"' in strata("report", "--json", out).stdout
+
+
+def test_console_entry_point_pytest(debian_python, tmp_path):
+    """A console entry point (pytest's own) is profiled like any script."""
+    if not Path("/usr/bin/pytest-3").exists():
+        pytest.skip("Debian's pytest (/usr/bin/pytest-3) is not installed")
+    t = tmp_path / "test_burn.py"
+    t.write_text("def test_burn():\n    s = 0\n    for i in range(3_000_000):\n        s += i\n")
+    out = tmp_path / "p.strata"
+    proc = strata("record", "-o", out, "--", "/usr/bin/pytest-3", "-q", "-p", "no:cacheprovider", str(t), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rep = strata("report", "--json", out)
+    assert '"test_burn"' in rep.stdout
+
+
+def run_plain(python, prog, *args):
+    return subprocess.run([str(python.exe), str(PROGRAMS / prog)] + list(args), capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+@pytest.mark.parametrize("prog", ["behave_signals.py", "behave_fork.py"])
+def test_program_behaves_the_same(python, record, mode, prog):
+    plain = run_plain(python, prog)
+    r = record(python, prog, opts=["--mode", mode, "-q"])
+    assert r.returncode == plain.returncode, (r.stderr, plain.stderr)
+    assert r.stdout == plain.stdout
+    # Nothing the profiler says beyond the summary, and no lost streams.
+    assert "warning" not in r.stderr, r.stderr
+
+
+def test_exit_status_and_signals(python, tmp_path):
+    out = tmp_path / "x.strata"
+    proc = strata("record", "-q", "-o", out, "--", python.exe, "-c", "import sys; sys.exit(3)")
+    assert proc.returncode == 3
+    proc = strata("record", "-q", "-o", out, "--", python.exe, "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    assert proc.returncode == -signal.SIGTERM
+    # A signal sent to strata is passed on to the command.
+    p = subprocess.Popen([str(STRATA), "record", "-q", "-o", str(out), "--", str(python.exe), "-c",
+                          "import signal, sys, time\n"
+                          "signal.signal(signal.SIGTERM, lambda *a: sys.exit(9))\n"
+                          "print('ready', flush=True)\n"
+                          "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 9
+    rep = strata("report", "--json", out)
+    assert rep.returncode == 0, rep.stderr
+
+
+def test_sigkill_leaves_readable_file(python, tmp_path):
+    out = tmp_path / "k.strata"
+    p = subprocess.Popen([str(STRATA), "record", "-o", str(out), "--", str(python.exe),
+                          str(PROGRAMS / "split.py"), "30"], stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    child = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    assert child, "no child of strata"
+    os.kill(int(child[0]), signal.SIGKILL)
+    p.wait(timeout=30)
+    err = p.stderr.read()
+    assert p.returncode == -signal.SIGKILL
+    assert "stopped without finishing" in err, err
+    rep = strata("report", "--json", out)
+    assert rep.returncode == 0, rep.stderr
+    assert "stopped without finishing" in rep.stderr
+    import json
+    data = json.loads(rep.stdout)
+    assert data["samples"] > 1000, data["samples"]
+    assert func_row(data, "heavy")["self"] > 0
+
+
+def test_no_python_seen(tmp_path):
+    out = tmp_path / "t.strata"
+    proc = strata("record", "-o", out, "--", "/bin/true")
+    assert proc.returncode != 0
+    assert "no Python process was seen" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_command_not_found(tmp_path):
+    proc = strata("record", "-o", tmp_path / "x.strata", "--", "no-such-command-strata")
+    assert proc.returncode == 127
+    assert proc.stderr.strip() == "strata: no-such-command-strata: command not found"
+    proc = strata("record", "-o", tmp_path / "x.strata", "--", "/etc/hostname")
+    assert proc.returncode == 126
+
+
+def test_unwritable_output(python, tmp_path):
+    proc = strata("record", "-o", "/nonexistent-dir/x.strata", "--", python.exe, "-c", "pass")
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("strata: cannot write /nonexistent-dir/x.strata")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bad_options():
+    for args in (["record", "-F", "0", "--", "true"], ["record", "--mode", "fast", "--", "true"],
+                 ["record"], ["report"], ["nosuchcommand"]):
+        proc = strata(*args)
+        assert proc.returncode == 2, args
+        assert proc.stderr.startswith("strata: ") or proc.stderr.startswith("usage: "), (args, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def good_file(tmp_path_factory):
+    from conftest import get_interp
+    it = get_interp("debian-3.11")
+    if it.skip_reason():
+        pytest.skip(it.skip_reason())
+    out = tmp_path_factory.mktemp("good") / "g.strata"
+    proc = strata("record", "-q", "-o", out, "--", it.exe, PROGRAMS / "split.py", "1")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def one_line_error(proc, path):
+    assert proc.returncode == 1, (proc.returncode, proc.stdout[:200], proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("strata: %s: " % path), proc.stderr
+    return lines[0]
+
+
+def test_report_bad_files(good_file, tmp_path):
+    empty = tmp_path / "empty.strata"
+    empty.write_bytes(b"")
+    assert "empty" in one_line_error(strata("report", empty), empty)
+    text = tmp_path / "text.strata"
+    text.write_text("hello, this is not a profile\n" * 10)
+    assert "not a .strata file" in one_line_error(strata("report", text), text)
+    missing = tmp_path / "missing.strata"
+    one_line_error(strata("report", missing), missing)
+    data = good_file.read_bytes()
+    newer = tmp_path / "newer.strata"
+    newer.write_bytes(data[:8] + bytes([2, 0]) + data[10:])
+    assert "newer" in one_line_error(strata("report", newer), newer)
+    short = tmp_path / "short.strata"
+    short.write_bytes(data[:20])
+    one_line_error(strata("report", short), short)
+
+
+def test_report_truncated_and_corrupt(good_file, tmp_path):
+    data = good_file.read_bytes()
+    cut = tmp_path / "cut.strata"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    proc = strata("report", "--json", cut)
+    assert proc.returncode == 0
+    assert "cut short" in proc.stderr
+    import json
+    assert json.loads(proc.stdout)["samples"] > 0
+    bad = bytearray(data)
+    mid = len(bad) // 2
+    for i in range(mid, mid + 64):
+        bad[i] ^= 0x5A
+    corrupt = tmp_path / "corrupt.strata"
+    corrupt.write_bytes(bytes(bad))
+    proc = strata("report", "--json", corrupt)
+    assert proc.returncode == 0, proc.stderr
+    assert "damaged" in proc.stderr
+    assert json.loads(proc.stdout)["samples"] > 0
