@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Overhead of profiling: the profiled run's CPU time over the unprofiled
+run's, measured side by side in one run.
+
+Each configuration is compared with a plain run of the same workload,
+interleaved (plain, profiled, plain, profiled, ...) so that whatever else
+the machine is doing hits both alike; the ratio reported is the median of
+the per-pair ratios, with the min and max. CPU time is the target
+process's own user+system time from wait4(), which counts every thread
+including the agent's writer and its final flush. Bytes per sample is the
+profile's size over its sample count.
+
+    bench/overhead.py                      # default workload and configs
+    bench/overhead.py --workload calls --runs 7 --config F=100 --config F=1000
+    bench/overhead.py --python /root/.pyenv/versions/3.12.1/bin/python
+
+A configuration is a comma-separated list of `strata record` options
+without dashes: F=1000, mode=wall, native, paused ...
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STRATA = ROOT / "build" / "bin" / "strata"
+AGENT = ROOT / "build" / "lib" / "strata" / "libstrata-agent.so"
+WORKLOADS = {
+    "calls": (ROOT / "bench" / "workloads" / "calls.py", ["50"]),
+}
+
+
+def config_args(cfg):
+    args = []
+    for item in filter(None, cfg.split(",")):
+        k, _, v = item.partition("=")
+        flag = ("-" if len(k) == 1 else "--") + k
+        args += [flag, v] if v else [flag]
+    return args
+
+
+def agent_env(cfg, out):
+    """The environment `strata record` gives the target, for the options in cfg."""
+    # Let strata itself compute it: it prints nothing for /bin/true but we
+    # only need the file header it writes and the options string it would
+    # pass. Recreate the latter here from the same options.
+    opts = {"mode": "cpu", "rate": "1000", "depth": "512", "paused": "0"}
+    extra = []
+    for item in filter(None, cfg.split(",")):
+        k, _, v = item.partition("=")
+        if k == "F":
+            opts["rate"] = v
+        elif k in ("mode",):
+            opts["mode"] = v
+        elif k == "paused":
+            opts["paused"] = "1"
+        else:
+            extra.append(item)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = str(AGENT)
+    env["STRATA_OUTPUT"] = str(out)
+    env["STRATA_OPTIONS"] = ",".join("%s=%s" % kv for kv in opts.items()) + ("," + ",".join(extra) if extra else "")
+    return env
+
+
+def run_cpu(cmd, env=None):
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("%s failed: %s" % (cmd, status))
+    return ru.ru_utime + ru.ru_stime
+
+
+def profiled(python, script, args, cfg, tmp):
+    out = Path(tmp) / "bench.strata"
+    # `strata record -- /bin/true` creates the file (header and session) and
+    # says no Python was seen; the target then appends to it like any child.
+    subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + config_args(cfg) + ["--", "/bin/true"],
+                   capture_output=True)
+    cpu = run_cpu([python, str(script)] + args, env=agent_env(cfg, out))
+    rep = subprocess.run([str(STRATA), "report", "--json", str(out)], capture_output=True, text=True)
+    if rep.returncode == 0:
+        samples = json.loads(rep.stdout)["samples"]
+    else:  # before `report` existed: count sample records
+        dump = subprocess.run([str(STRATA), "dump", str(out)], capture_output=True, text=True).stdout
+        samples = int(dump.strip().splitlines()[-1].split()[0])
+    return cpu, out.stat().st_size, samples
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--workload", default="calls", choices=sorted(WORKLOADS))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--config", action="append", help="strata options, e.g. F=1000 (repeatable)")
+    a = ap.parse_args()
+    configs = a.config or ["F=100", "F=1000"]
+    script, args = WORKLOADS[a.workload]
+    version = subprocess.run([a.python, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True).stdout.strip()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg in configs:
+            ratios, plains, profs, bps = [], [], [], []
+            for _ in range(a.runs):
+                plain = run_cpu([a.python, str(script)] + args)
+                prof, size, samples = profiled(a.python, script, args, cfg, tmp)
+                plains.append(plain)
+                profs.append(prof)
+                ratios.append(prof / plain)
+                if samples:
+                    bps.append(size / samples)
+            rows.append((cfg, statistics.median(ratios), min(ratios), max(ratios), statistics.median(plains),
+                         statistics.median(profs), statistics.median(bps) if bps else float("nan")))
+    print("workload `%s`, Python %s, %d pairs per row\n" % (a.workload, version, a.runs))
+    print("| config | CPU ratio (median) | min | max | plain CPU s | profiled CPU s | bytes/sample |")
+    print("|---|---|---|---|---|---|---|")
+    for cfg, med, lo, hi, pl, pr, b in rows:
+        print("| %s | %.3f | %.3f | %.3f | %.2f | %.2f | %.1f |" % (cfg, med, lo, hi, pl, pr, b))
+
+
+if __name__ == "__main__":
+    main()
