@@ -1,0 +1,42 @@
+/*
+ * export.h — the exporter interface: every output format is one function
+ * that reads the in-memory profile model (src/lib/profile.h) and writes one
+ * file. Exporters never read the .strata file themselves.
+ *
+ * One exporter per file (src/export/callgrind.c, speedscope.c, ...), listed
+ * in the registry (registry.c) that `strata convert` and `strata record -f`
+ * share.
+ */
+#ifndef STRATA_EXPORT_H
+#define STRATA_EXPORT_H
+
+#include <stdio.h>
+
+#include "../lib/profile.h"
+
+struct export_opts {
+	const char *title;       /* e.g. the command line; for formats with a title */
+	const char *source;      /* path of the .strata file being converted */
+	uint32_t event;          /* event to show where a format has one value (default 0: samples) */
+	int exclude_idle;        /* leave idle (wall-mode) samples out */
+};
+
+/* Writes `p` to `out`. Returns 0, or -1 with a one-line reason in err. */
+typedef int (*export_fn)(const struct profile *p, FILE *out, const struct export_opts *o, char *err,
+			 size_t errlen);
+
+struct exporter {
+	const char *name;        /* -f NAME */
+	const char *extension;   /* default file extension, e.g. ".callgrind" */
+	const char *help;        /* one line: what opens it */
+	int binary;              /* output is binary (refuse a terminal) */
+	export_fn fn;
+};
+
+/* NULL-terminated list, in the order `--help` shows them. */
+extern const struct exporter *const exporters[];
+const struct exporter *exporter_find(const char *name);
+/* "callgrind, collapsed, ..." for error messages. */
+const char *exporter_names(void);
+
+#endif
