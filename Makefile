@@ -68,10 +68,11 @@ $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -o $@ $^ $(AGENT_LIBS)
 
 # The module resolves CPython's symbols from the process it is loaded into.
-$(LIBDIR)/strata-py-%.so: src/agent/py/pyframes.c src/agent/pyapi.h src/common/format.h
+PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c
+$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h src/common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
-		-I$(PY_INC_$*) -shared -o $@ $<
+		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 

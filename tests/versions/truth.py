@@ -22,10 +22,13 @@ def walk(code, qual, out):
                 q = c.co_qualname
             else:
                 # Before 3.11 the compiler puts the qualified name right
-                # after the code object, for MAKE_FUNCTION; class bodies
-                # and comprehensions get the enclosing name rebuilt.
+                # after the code object, for MAKE_FUNCTION.
+                # A class body instead gets its plain name there, and
+                # stores its qualified name first thing (__qualname__ = ...).
                 nxt = consts[i + 1] if i + 1 < len(consts) else None
                 q = nxt if isinstance(nxt, str) else None
+                if c.co_names[:2] == ("__name__", "__module__") and "__qualname__" in c.co_names:
+                    q = c.co_consts[0] if isinstance(c.co_consts[0], str) else None
             walk(c, q, out)
 
 

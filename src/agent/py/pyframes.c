@@ -31,6 +31,7 @@
 
 #include "../pyapi.h"
 #include "../../common/format.h"
+#include "srcqual.h"
 
 static const struct strata_core *core;
 
@@ -387,9 +388,21 @@ static int read_code_with(reader_fn rd, uint64_t addr, struct strata_codeinfo *o
 	return 0;
 }
 
+/* Before 3.11 there is no co_qualname: rebuild it from the source, reading
+ * the file if need be (writer) or only if already cached (the deallocation
+ * hook, which must not do I/O while it holds the GIL). */
+static void fill_qualname(struct strata_codeinfo *ci, int allow_io)
+{
+	if (PY_VERSION_HEX < 0x030B0000 && !ci->qualname)
+		ci->qualname = srcqual_lookup(ci->filename, ci->firstlineno, ci->name, allow_io);
+}
+
 static int py_read_code(uint64_t addr, struct strata_codeinfo *out)
 {
-	return read_code_with(rd_safe, addr, out);
+	int rc = read_code_with(rd_safe, addr, out);
+	if (rc == 0)
+		fill_qualname(out, 1);
+	return rc;
 }
 
 /* ===== code object deaths ============================================= */
@@ -407,8 +420,10 @@ static void strata_code_dealloc(PyObject *op)
 	uint64_t addr = (uint64_t)(uintptr_t)op;
 	if (death_cb && death_wanted(addr)) {
 		struct strata_codeinfo ci;
-		if (read_code_with(rd_direct, addr, &ci) == 0)
+		if (read_code_with(rd_direct, addr, &ci) == 0) {
+			fill_qualname(&ci, 0);
 			death_cb(addr, &ci);
+		}
 	}
 	orig_code_dealloc(op);
 }
