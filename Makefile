@@ -41,12 +41,18 @@ CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
 
 # One agent module per interpreter: the fragment lists versions and headers.
-$(BUILD)/pythons.mk: scripts/pythons.sh
+# It is remade when the script or the PYTHONS choice changes (the stamp holds
+# the last choice), so `make PYTHONS=...` always builds what it names.
+PYTHONS_STAMP = $(BUILD)/pythons.choice
+$(shell mkdir -p $(BUILD) && (echo '$(PYTHONS)' | cmp -s - $(PYTHONS_STAMP) || echo '$(PYTHONS)' > $(PYTHONS_STAMP)))
+$(BUILD)/pythons.mk: scripts/pythons.sh $(PYTHONS_STAMP)
 	@mkdir -p $(BUILD)
 	@scripts/pythons.sh $(PYTHONS) > $@.tmp && mv $@.tmp $@
 -include $(BUILD)/pythons.mk
 PY_BUILDS = $(foreach v,$(PY_VERSIONS),$(if $(filter $(PY_MINOR_$(v)),$(SUPPORTED_MINORS)),$(v)))
 PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so)
+$(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
+	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
 .PHONY: all clean check demo test unit asan func fuzz deps install bench
 all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES)
