@@ -424,6 +424,19 @@ def sc_split(c, py, ver, tmp, pyflags=(), tag="split"):
     loop = {marker_line(path, "for i in range(n)"), marker_line(path, "s += i * i")}
     inloop = sum(v for k, v in hot.items() if k in loop)
     c.ok(inloop >= 0.9 * sum(hot.values()), "%s: work()'s samples are on its loop lines %s" % (tag, dict(hot)))
+    # Callers' offsets must give the line of the call they are in.
+    want = {"heavy": marker_line(path, "return work(300000)"), "light": marker_line(path, "return work(100000)")}
+    mod = {"heavy": marker_line(path, "    heavy()"), "light": marker_line(path, "    light()")}
+    right = wrong = 0
+    for s in prof.samples:
+        fr = prof.frames(s)
+        if len(fr) == 3 and fr[0][0]["qualname"] == "work" and fr[1][0]["qualname"] in want:
+            q = fr[1][0]["qualname"]
+            ok = (c.line(table, fr[1][0], fr[1][1]) == want[q] and
+                  c.line(table, fr[2][0], fr[2][1]) == mod[q])
+            right += ok
+            wrong += not ok
+    c.ok(right > 1000 and wrong == 0, "%s: callers are on their call lines (%d right, %d wrong)" % (tag, right, wrong))
     entry = all(fr[-1][2] for fr in (prof.frames(s) for s in prof.samples) if fr)
     c.ok(entry, "%s: the outermost frame of every stack is an entry frame" % tag)
     if ver < (3, 11) or pyflags:

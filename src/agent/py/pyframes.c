@@ -8,7 +8,8 @@
  * and line tables, and naming threads started by threading.Thread.
  *
  * Version differences are kept to the small accessor section below; the
- * walking and reading logic above it is shared.
+ * walking and reading logic after it is shared. docs/versions.md has the
+ * per-version table.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
@@ -57,6 +58,8 @@ static const struct strata_core *core;
  *   frame_lasti(f, co)   the current instruction in 2-byte code units, -1
  *                        if none has run yet (same meaning on every version)
  *   interp_threads(i)    head of the interpreter's PyThreadState list
+ *   gil_holder()         the PyThreadState of the thread holding the GIL
+ *                        (3.12+: of this thread, if it holds the GIL)
  */
 
 #if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030B0000
@@ -107,6 +110,7 @@ static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
 	return (int32_t)units;
 }
 static PyThreadState *interp_threads(PyInterpreterState *i) { return i->tstate_head; }
+static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&_PyRuntime); }
 
 #elif PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
 /* 3.11-3.13: _PyInterpreterFrame chain. One eval activation runs many
@@ -183,6 +187,13 @@ static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
 	return d < 0 || d >= Py_SIZE(co) ? -1 : (int32_t)d;
 }
 static PyThreadState *interp_threads(PyInterpreterState *i) { return i->threads.head; }
+#if PY_VERSION_HEX < 0x030C0000
+static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&_PyRuntime); }
+#else
+/* The calling thread's attached state (3.13 renamed it PyThreadState_GetUnchecked
+ * and kept the old name as a macro): attached means holding the GIL. */
+static PyThreadState *gil_holder(void) { return _PyThreadState_UncheckedGet(); }
+#endif
 
 #else
 #error "strata: no frame accessors for this Python version (see src/agent/py/pyframes.c)"
@@ -196,8 +207,16 @@ static void *py_current_tstate(void)
 {
 	if (!tss_ready())
 		return NULL;
-	/* glibc's pthread_getspecific is a plain array load (no locks), so
-	 * it is safe in a signal handler in practice. */
+	/* CPython binds every thread's PyThreadState to this key when the
+	 * thread starts running Python, and it stays bound while the thread
+	 * releases the GIL (a thread in a long C call still has its Python
+	 * frames). glibc's pthread_getspecific is a plain array load (no
+	 * locks, no allocation), so it is safe in a signal handler.
+	 * Not used, and why: gilstate.tstate_current (3.8-3.11) is the GIL
+	 * holder, not the interrupted thread; 3.12+'s _Py_tss_tstate is not
+	 * exported, is NULL while the thread has released the GIL, and a
+	 * dlopen'ed module reaches another module's TLS through
+	 * __tls_get_addr, which may allocate. */
 	return pthread_getspecific(tss_key());
 }
 
@@ -450,9 +469,20 @@ static int str_endswith(PyObject *s, const char *suffix)
 	return a >= b && strcmp(u + a - b, suffix) == 0;
 }
 
+/* threading.Thread.start() creates the thread from inside start() with the
+ * GIL held: through _thread.start_new_thread on 3.8-3.12 and
+ * _thread.start_joinable_thread on 3.13 (neither releases the GIL around
+ * pthread_create), so the innermost Python frame is start() and its `self`
+ * is the Thread. Any other pthread_create, possibly from a thread that does
+ * not hold the GIL, must not touch the C API: the GIL is checked directly,
+ * since PyGILState_Check() answers yes for everyone once subinterpreters
+ * exist. */
 static int py_starting_thread_name(char *buf, size_t n)
 {
-	if (!Py_IsInitialized() || !PyGILState_Check())
+	if (!Py_IsInitialized() || !tss_ready())
+		return -1;
+	PyThreadState *me = pthread_getspecific(tss_key());
+	if (!me || gil_holder() != me)
 		return -1;
 	int rc = -1;
 	PyObject *et, *ev, *tb;
