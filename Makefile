@@ -4,6 +4,7 @@
 #   make check      install test dependencies, build, run every test
 #   make demo       install, build, profile examples/demo.py, print the report
 #   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
+#   make check-versions   every CPython 3.8-3.13 present, checked (docs/versions.md)
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -54,7 +55,7 @@ PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so)
 $(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
 	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions
 all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES)
 
 $(OBJ)/cli/%.o: src/%.c
@@ -97,6 +98,11 @@ check: deps
 
 func: all
 	scripts/run-func-tests.sh
+
+# Every CPython 3.8-3.13 present, against the interpreters' own answers
+# (docs/versions.md); an absent version is reported as skipped.
+check-versions: all
+	tests/versions/check_versions.py
 
 demo:
 	scripts/deps.sh demo
