@@ -398,9 +398,11 @@ def check_common(c, prof, table, ver, files):
     c.ok(n > 0 and bad_fmt == 0, "line table format %d on %d code objects" % (fmt, n))
     c.ok(bad_len == 0, "line table lengths match the interpreter's (%d differ)" % bad_len)
     c.ok(bad_q == 0, "qualified names match the interpreter's (%d differ)" % bad_q)
-    unresolved = sum(1 for s in prof.samples for fr in prof.frames(s)
-                     if fr[0]["file"] in files and fr[1] >= 0 and c.line(table, fr[0], fr[1]) is None)
-    c.ok(unresolved == 0, "every recorded offset maps to a line (%d do not)" % unresolved)
+    lines = [c.line(table, fr[0], fr[1]) for s in prof.samples for fr in prof.frames(s)
+             if fr[0]["file"] in files and fr[1] >= 0]
+    c.ok(lines.count(None) == 0 and lines.count(0) < 0.01 * len(lines),
+         "every recorded offset is an instruction of its code (%d are not; %d of %d on an instruction without a line)"
+         % (lines.count(None), lines.count(0), len(lines)))
 
 
 def caller_of(prof, s, leaf_name):

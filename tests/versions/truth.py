@@ -39,7 +39,10 @@ def line_of(code, lasti):
     if hasattr(code, "co_lines"):
         for start, end, line in code.co_lines():
             if start <= off < end:
-                return line
+                # Some instructions have no line (3.11+: the clean-up
+                # code of an except block): 0, unlike an offset outside
+                # the code (None).
+                return line if line is not None else 0
         return None
     line = None
     for start, ln in dis.findlinestarts(code):
