@@ -4,6 +4,7 @@
 #   make check      install test dependencies, build, run every test
 #   make demo       install, build, profile examples/demo.py, print the report
 #   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
+#   make check-versions   every CPython 3.8-3.13 present, checked (docs/versions.md)
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -21,7 +22,7 @@ BASECFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS)
 STRATA_VERSION := 0.1.0
 
 # Minor versions the per-version agent module has accessors for.
-SUPPORTED_MINORS ?= 3.11
+SUPPORTED_MINORS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 PYTHONS ?=
 
 BIN      = $(BUILD)/bin
@@ -41,14 +42,20 @@ CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
 
 # One agent module per interpreter: the fragment lists versions and headers.
-$(BUILD)/pythons.mk: scripts/pythons.sh
+# It is remade when the script or the PYTHONS choice changes (the stamp holds
+# the last choice), so `make PYTHONS=...` always builds what it names.
+PYTHONS_STAMP = $(BUILD)/pythons.choice
+$(shell mkdir -p $(BUILD) && (echo '$(PYTHONS)' | cmp -s - $(PYTHONS_STAMP) || echo '$(PYTHONS)' > $(PYTHONS_STAMP)))
+$(BUILD)/pythons.mk: scripts/pythons.sh $(PYTHONS_STAMP)
 	@mkdir -p $(BUILD)
 	@scripts/pythons.sh $(PYTHONS) > $@.tmp && mv $@.tmp $@
 -include $(BUILD)/pythons.mk
 PY_BUILDS = $(foreach v,$(PY_VERSIONS),$(if $(filter $(PY_MINOR_$(v)),$(SUPPORTED_MINORS)),$(v)))
 PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so)
+$(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
+	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions
 all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES)
 
 $(OBJ)/cli/%.o: src/%.c
@@ -68,10 +75,11 @@ $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -o $@ $^ $(AGENT_LIBS)
 
 # The module resolves CPython's symbols from the process it is loaded into.
-$(LIBDIR)/strata-py-%.so: src/agent/py/pyframes.c src/agent/pyapi.h src/common/format.h
+PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c
+$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h src/common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
-		-I$(PY_INC_$*) -shared -o $@ $<
+		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 
@@ -90,6 +98,11 @@ check: deps
 
 func: all
 	scripts/run-func-tests.sh
+
+# Every CPython 3.8-3.13 present, against the interpreters' own answers
+# (docs/versions.md); an absent version is reported as skipped.
+check-versions: all
+	tests/versions/check_versions.py
 
 demo:
 	scripts/deps.sh demo

@@ -26,6 +26,11 @@
 #include "agent.h"
 #include "../common/format.h"
 
+/* CPython minor versions src/agent/py/pyframes.c has accessors for (the
+ * Makefile's SUPPORTED_MINORS): outside them, building cannot help. */
+#define PY_MINOR_FIRST 8
+#define PY_MINOR_LAST 13
+
 struct agent agent = { .reg_lock = PTHREAD_MUTEX_INITIALIZER };
 uint8_t *code_seen;
 
@@ -257,9 +262,23 @@ __attribute__((constructor)) static void agent_init(void)
 	char tried[512];
 	agent.py = load_pymodule(agent.python_version, tried, sizeof(tried));
 	if (!agent.py) {
-		agent_log("no agent build for Python %s (built for: %s); this process is not profiled. "
-			  "Build one with: make PYTHONS=/path/to/python%.*s",
-			  agent.python_version, tried[0] ? tried : "none", 4, agent.python_version);
+		/* Name the interpreter to build for: this process's own. */
+		char exe[512];
+		ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (el > 0)
+			exe[el] = 0;
+		else
+			snprintf(exe, sizeof(exe), "/path/to/python");
+		unsigned maj = 0, min = 0;
+		sscanf(agent.python_version, "%u.%u", &maj, &min);
+		if (maj != 3 || min < PY_MINOR_FIRST || min > PY_MINOR_LAST)
+			agent_log("Python %s is not supported (strata supports CPython 3.%d to 3.%d); "
+				  "this process is not profiled",
+				  agent.python_version, PY_MINOR_FIRST, PY_MINOR_LAST);
+		else
+			agent_log("no agent build for Python %s (this strata has builds for: %s); "
+				  "this process is not profiled. Build one with: make PYTHONS=%s",
+				  agent.python_version, tried[0] ? tried : "none", exe);
 		writer_note_unsupported();
 		return;
 	}

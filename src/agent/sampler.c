@@ -212,6 +212,10 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 	atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
 }
 
+/* Tags the wall sampler's SIGPROFs (sent with rt_tgsigqueueinfo), so the
+ * handler tells them from anyone else's without looking at thread state. */
+#define WALL_TAG ((void *)&agent.sampler_slot)
+
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
@@ -226,10 +230,15 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 	} else if (si->si_code == SI_TIMER) {
 		ours = s ? si->si_value.sival_ptr == (void *)s : agent.trigger == TRIGGER_POSIX_CPU_TIMER;
 		weight = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
-	} else if (si->si_code == SI_TKILL && si->si_pid == agent.pid && agent.trigger == TRIGGER_WALL_SAMPLER) {
-		/* Sent by our sampler thread. It may reach a thread that is
-		 * just starting or exiting (no slot): still ours, and ignored. */
-		ours = s ? atomic_exchange(&s->wall_pending, 0) || 1 : 1;
+	} else if (si->si_code == SI_QUEUE && si->si_pid == agent.pid && si->si_value.sival_ptr == WALL_TAG) {
+		/* The wall sampler's signal is ours even when it reaches a
+		 * thread that is not (or no longer) registered: tls_slot is
+		 * NULL for a moment at both ends of a thread's life while
+		 * the sampler may still (or already) list it. Chaining it
+		 * would kill the process with SIGPROF's default action. */
+		ours = 1;
+		if (s && !atomic_exchange(&s->wall_pending, 0))
+			s = NULL;
 	}
 	if (!ours || !s) {
 		errno = saved_errno;
@@ -318,7 +327,14 @@ static void *sampler_main(void *arg)
 			int run = thread_running(s);
 			if (run != 0) {
 				atomic_store(&s->wall_pending, 1);
-				syscall(SYS_tgkill, agent.pid, s->tid, SIGPROF);
+				siginfo_t si;
+				memset(&si, 0, sizeof(si));
+				si.si_signo = SIGPROF;
+				si.si_code = SI_QUEUE;
+				si.si_pid = agent.pid;
+				si.si_uid = getuid();
+				si.si_value.sival_ptr = WALL_TAG;
+				syscall(SYS_rt_tgsigqueueinfo, agent.pid, s->tid, SIGPROF, &si);
 			} else {
 				if (!s->tstate)
 					s->tstate = guarded_find_tstate(me, s->pthread);

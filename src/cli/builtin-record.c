@@ -176,11 +176,15 @@ int cmd_record(int argc, char **argv)
 	reader_report_diag(r, stderr, "strata: warning: ");
 	reader_close(r);
 
-	if (s.unsupported)
+	if (s.unsupported && s.processes)
 		warnf("%u process(es) ran a Python without an agent build (%s) and were not profiled",
 		      s.unsupported, s.unsupported_versions);
 	if (s.processes == 0) {
-		errorf("no Python process was seen: nothing was profiled (is '%s' a Python program?)", o.argv[0]);
+		if (s.unsupported)
+			errorf("nothing was profiled: no agent build for Python %s", s.unsupported_versions);
+		else
+			errorf("no Python process was seen: nothing was profiled (is '%s' a Python program?)",
+			       o.argv[0]);
 		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 			exit(1);
 		exit_like(st);

@@ -8,18 +8,23 @@
  * and line tables, and naming threads started by threading.Thread.
  *
  * Version differences are kept to the small accessor section below; the
- * walking and reading logic above it is shared.
+ * walking and reading logic after it is shared. docs/versions.md has the
+ * per-version table.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <frameobject.h>
 
-#if PY_VERSION_HEX >= 0x030B0000
-#include <internal/pycore_frame.h>
-#endif
 #include <internal/pycore_pystate.h>
+#if PY_VERSION_HEX >= 0x03090000
+/* 3.8 keeps _PyRuntimeState and PyInterpreterState in pycore_pystate.h. */
 #include <internal/pycore_runtime.h>
 #include <internal/pycore_interp.h>
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_code.h>
+#include <internal/pycore_frame.h>
+#endif
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@
 
 #include "../pyapi.h"
 #include "../../common/format.h"
+#include "srcqual.h"
 
 static const struct strata_core *core;
 
@@ -36,40 +42,161 @@ static const struct strata_core *core;
 
 /* ===== version accessors ============================================== */
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-/* 3.11: _PyInterpreterFrame chain from tstate->cframe->current_frame. */
-#define LINETABLE_FMT LT_LOCATIONS
-typedef _PyInterpreterFrame pyframe_t;
+/*
+ * Every version provides:
+ *   LINETABLE_FMT        the LT_* id of CODE_LINETABLE's bytes
+ *   tss_ready/tss_key    the pthread key CPython binds each thread's
+ *                        PyThreadState to (see py_current_tstate)
+ *   pyframe_t, first_frame, frame_prev
+ *   frame_shim(f)        1 for a frame that is not Python code at all (the
+ *                        C-stack entry frames of 3.12+): skipped
+ *   frame_code(f)        the frame's code object, or NULL if the frame runs
+ *                        something else (3.13: f_executable may be None)
+ *   frame_skip(f, co)    1 for a frame still being set up, hidden exactly as
+ *                        CPython's own tracebacks and sys._getframe hide it
+ *   frame_is_entry(f)    1 if one C-level eval activation starts at f
+ *   frame_lasti(f, co)   the current instruction in 2-byte code units, -1
+ *                        if none has run yet (same meaning on every version)
+ *   interp_threads(i)    head of the interpreter's PyThreadState list
+ *   gil_holder()         the PyThreadState of the thread holding the GIL
+ *                        (3.12+: of this thread, if it holds the GIL)
+ */
+
+#if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030B0000
+/* 3.8-3.10: PyFrameObject chain from tstate->frame. Each Python frame is
+ * run by its own _PyEval_EvalFrameDefault activation, so every frame is an
+ * entry frame. f_lasti is the offset of the current instruction (the one
+ * being executed, or the last one started), -1 before the first. */
+#if PY_VERSION_HEX < 0x030A0000
+#define LINETABLE_FMT LT_LNOTAB
+#define CODE_LINETABLE(co) ((co)->co_lnotab)
+#define LASTI_BYTES 1 /* 3.8, 3.9: f_lasti counts bytes */
+#else
+#define LINETABLE_FMT LT_LINETABLE
+#define CODE_LINETABLE(co) ((co)->co_linetable)
+#define LASTI_BYTES 0 /* 3.10: f_lasti counts code units */
+#endif
+/* No co_qualname before 3.11: see srcqual.h. */
+#define CODE_QUALNAME(co) ((PyObject *)NULL)
+typedef PyFrameObject pyframe_t;
 
 static int tss_ready(void) { return _PyRuntime.gilstate.autoTSSkey._is_initialized; }
 static pthread_key_t tss_key(void) { return _PyRuntime.gilstate.autoTSSkey._key; }
 
 static pyframe_t *first_frame(PyThreadState *ts)
 {
+	pyframe_t *f = ts->frame;
+	/* Frames are heap objects: a type check catches a stale pointer. */
+	return f && Py_TYPE(f) == &PyFrame_Type ? f : NULL;
+}
+static pyframe_t *frame_prev(pyframe_t *f)
+{
+	pyframe_t *b = f->f_back;
+	return b && Py_TYPE(b) == &PyFrame_Type ? b : NULL;
+}
+static int frame_shim(pyframe_t *f) { return 0; }
+static PyCodeObject *frame_code(pyframe_t *f) { return f->f_code; }
+static int frame_skip(pyframe_t *f, PyCodeObject *co) { return 0; }
+static int frame_is_entry(pyframe_t *f) { return 1; }
+static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
+{
+	int l = f->f_lasti;
+	if (l < 0)
+		return -1;
+	Py_ssize_t units = LASTI_BYTES ? l / 2 : l;
+	/* The code's length bounds a sane offset. */
+	if (units * 2 >= PyBytes_GET_SIZE(co->co_code))
+		return -1;
+	return (int32_t)units;
+}
+static PyThreadState *interp_threads(PyInterpreterState *i) { return i->tstate_head; }
+static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&_PyRuntime); }
+
+#elif PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+/* 3.11-3.13: _PyInterpreterFrame chain. One eval activation runs many
+ * Python frames (calls between Python functions are inlined), so the entry
+ * frame, where an activation starts, has to be marked:
+ *   3.11: the frame's own is_entry flag;
+ *   3.12, 3.13: _PyEval_EvalFrameDefault pushes a shim frame owned by
+ *   FRAME_OWNED_BY_CSTACK before the first real frame of the activation;
+ *   the frame whose `previous` is a shim is the entry frame. */
+#define LINETABLE_FMT LT_LOCATIONS
+#define CODE_LINETABLE(co) ((co)->co_linetable)
+#define CODE_QUALNAME(co) ((co)->co_qualname)
+typedef _PyInterpreterFrame pyframe_t;
+
+#if PY_VERSION_HEX < 0x030C0000
+static int tss_ready(void) { return _PyRuntime.gilstate.autoTSSkey._is_initialized; }
+static pthread_key_t tss_key(void) { return _PyRuntime.gilstate.autoTSSkey._key; }
+#else
+/* 3.12 moved the key out of gilstate into _PyRuntime itself. */
+static int tss_ready(void) { return _PyRuntime.autoTSSkey._is_initialized; }
+static pthread_key_t tss_key(void) { return _PyRuntime.autoTSSkey._key; }
+#endif
+
+#if PY_VERSION_HEX < 0x030D0000
+static pyframe_t *first_frame(PyThreadState *ts)
+{
 	_PyCFrame *cf = ts->cframe;
 	return cf ? cf->current_frame : NULL;
 }
+#else
+/* 3.13 dropped _PyCFrame: the current frame hangs off the tstate. */
+static pyframe_t *first_frame(PyThreadState *ts) { return ts->current_frame; }
+#endif
 static pyframe_t *frame_prev(pyframe_t *f) { return f->previous; }
+
+#if PY_VERSION_HEX < 0x030C0000
+static int frame_shim(pyframe_t *f) { return 0; }
+static int frame_is_entry(pyframe_t *f) { return f->is_entry; }
+#else
+static int frame_shim(pyframe_t *f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
+static int frame_is_entry(pyframe_t *f)
+{
+	pyframe_t *p = f->previous;
+	return p && p->owner == FRAME_OWNED_BY_CSTACK;
+}
+#endif
+
+#if PY_VERSION_HEX < 0x030D0000
+#define FRAME_IP(f) ((f)->prev_instr)
 static PyCodeObject *frame_code(pyframe_t *f) { return f->f_code; }
-/* A frame still being set up (before its first traceable instruction) is
- * skipped, as CPython's own tracebacks do. */
+#else
+/* 3.13: instr_ptr is the instruction currently executing (or about to),
+ * which is what 3.11/3.12 keep in prev_instr; the interpreter computes a
+ * frame's line from it the same way (_PyInterpreterFrame_LASTI). */
+#define FRAME_IP(f) ((f)->instr_ptr)
+static PyCodeObject *frame_code(pyframe_t *f)
+{
+	PyObject *x = f->f_executable;
+	return x && Py_TYPE(x) == &PyCode_Type ? (PyCodeObject *)x : NULL;
+}
+#endif
+/* CPython's _PyFrame_IsIncomplete: a frame that has not reached its first
+ * traceable instruction (still copying free variables, making cells) is
+ * not shown. In 3.13 this also hides the __init__ cleanup trampoline
+ * (_Py_InitCleanup), whose first traceable instruction is past its end. */
 static int frame_skip(pyframe_t *f, PyCodeObject *co)
 {
-	return f->owner != FRAME_OWNED_BY_GENERATOR &&
-	       f->prev_instr < _PyCode_CODE(co) + co->_co_firsttraceable;
+	return f->owner != FRAME_OWNED_BY_GENERATOR && FRAME_IP(f) < _PyCode_CODE(co) + co->_co_firsttraceable;
 }
-static int frame_is_entry(pyframe_t *f) { return f->is_entry; }
 static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
 {
-	intptr_t d = (intptr_t)((char *)f->prev_instr - (char *)_PyCode_CODE(co));
-	return d < 0 ? -1 : (int32_t)(d / (intptr_t)sizeof(_Py_CODEUNIT));
+	intptr_t d = (intptr_t)((char *)FRAME_IP(f) - (char *)_PyCode_CODE(co));
+	d /= (intptr_t)sizeof(_Py_CODEUNIT);
+	return d < 0 || d >= Py_SIZE(co) ? -1 : (int32_t)d;
 }
 static PyThreadState *interp_threads(PyInterpreterState *i) { return i->threads.head; }
-#define CODE_LINETABLE(co) ((co)->co_linetable)
-#define CODE_QUALNAME(co) ((co)->co_qualname)
+#if PY_VERSION_HEX < 0x030C0000
+static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&_PyRuntime); }
+#else
+/* The calling thread's attached state (3.13 renamed it PyThreadState_GetUnchecked
+ * and kept the old name as a macro): attached means holding the GIL. */
+static PyThreadState *gil_holder(void) { return _PyThreadState_UncheckedGet(); }
+#endif
 
 #else
-#error "strata: this Python version has no frame accessors yet (see src/agent/py/pyframes.c)"
+#error "strata: no frame accessors for this Python version (see src/agent/py/pyframes.c)"
 #endif
 
 /* ===== handler context ================================================ */
@@ -80,8 +207,16 @@ static void *py_current_tstate(void)
 {
 	if (!tss_ready())
 		return NULL;
-	/* glibc's pthread_getspecific is a plain array load (no locks), so
-	 * it is safe in a signal handler in practice. */
+	/* CPython binds every thread's PyThreadState to this key when the
+	 * thread starts running Python, and it stays bound while the thread
+	 * releases the GIL (a thread in a long C call still has its Python
+	 * frames). glibc's pthread_getspecific is a plain array load (no
+	 * locks, no allocation), so it is safe in a signal handler.
+	 * Not used, and why: gilstate.tstate_current (3.8-3.11) is the GIL
+	 * holder, not the interrupted thread; 3.12+'s _Py_tss_tstate is not
+	 * exported, is NULL while the thread has released the GIL, and a
+	 * dlopen'ed module reaches another module's TLS through
+	 * __tls_get_addr, which may allocate. */
 	return pthread_getspecific(tss_key());
 }
 
@@ -93,23 +228,33 @@ static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *
 	*missing = 0;
 	if (!ts)
 		return 0;
-	pyframe_t *f = first_frame(ts);
-	while (f) {
+	/* Every step counts against the bound, shown or not, so that a
+	 * corrupt chain that loops through skipped frames still ends. */
+	long steps = (long)max + MISSING_COUNT_MAX;
+	for (pyframe_t *f = first_frame(ts); f && steps > 0; f = frame_prev(f), steps--) {
+		if (frame_shim(f))
+			continue;
 		PyCodeObject *co = frame_code(f);
-		if (!co || Py_TYPE(co) != &PyCode_Type)
-			break; /* torn or stale: stop rather than guess */
-		if (!frame_skip(f, co)) {
-			if (n < max) {
-				out[n].code = (uint64_t)(uintptr_t)co;
-				out[n].lasti = frame_lasti(f, co);
-				out[n].first = (uint16_t)co->co_firstlineno;
-				out[n].flags = frame_is_entry(f) ? PYF_ENTRY : 0;
-				n++;
-			} else if (++extra >= MISSING_COUNT_MAX) {
-				break;
-			}
+		if (!co) {
+			/* 3.13: a frame running something other than a code
+			 * object has no line to show; the chain goes on. */
+			if (PY_VERSION_HEX >= 0x030D0000)
+				continue;
+			break;
 		}
-		f = frame_prev(f);
+		if (Py_TYPE(co) != &PyCode_Type)
+			break; /* torn or stale: stop rather than guess */
+		if (frame_skip(f, co))
+			continue;
+		if (n < max) {
+			out[n].code = (uint64_t)(uintptr_t)co;
+			out[n].lasti = frame_lasti(f, co);
+			out[n].first = (uint16_t)co->co_firstlineno;
+			out[n].flags = frame_is_entry(f) ? PYF_ENTRY : 0;
+			n++;
+		} else if (++extra >= MISSING_COUNT_MAX) {
+			break;
+		}
 	}
 	*missing = extra;
 	return n;
@@ -262,9 +407,21 @@ static int read_code_with(reader_fn rd, uint64_t addr, struct strata_codeinfo *o
 	return 0;
 }
 
+/* Before 3.11 there is no co_qualname: rebuild it from the source, reading
+ * the file if need be (writer) or only if already cached (the deallocation
+ * hook, which must not do I/O while it holds the GIL). */
+static void fill_qualname(struct strata_codeinfo *ci, int allow_io)
+{
+	if (PY_VERSION_HEX < 0x030B0000 && !ci->qualname)
+		ci->qualname = srcqual_lookup(ci->filename, ci->firstlineno, ci->name, allow_io);
+}
+
 static int py_read_code(uint64_t addr, struct strata_codeinfo *out)
 {
-	return read_code_with(rd_safe, addr, out);
+	int rc = read_code_with(rd_safe, addr, out);
+	if (rc == 0)
+		fill_qualname(out, 1);
+	return rc;
 }
 
 /* ===== code object deaths ============================================= */
@@ -282,8 +439,10 @@ static void strata_code_dealloc(PyObject *op)
 	uint64_t addr = (uint64_t)(uintptr_t)op;
 	if (death_cb && death_wanted(addr)) {
 		struct strata_codeinfo ci;
-		if (read_code_with(rd_direct, addr, &ci) == 0)
+		if (read_code_with(rd_direct, addr, &ci) == 0) {
+			fill_qualname(&ci, 0);
 			death_cb(addr, &ci);
+		}
 	}
 	orig_code_dealloc(op);
 }
@@ -310,16 +469,32 @@ static int str_endswith(PyObject *s, const char *suffix)
 	return a >= b && strcmp(u + a - b, suffix) == 0;
 }
 
+/* threading.Thread.start() creates the thread from inside start() with the
+ * GIL held: through _thread.start_new_thread on 3.8-3.12 and
+ * _thread.start_joinable_thread on 3.13 (neither releases the GIL around
+ * pthread_create), so the innermost Python frame is start() and its `self`
+ * is the Thread. Any other pthread_create, possibly from a thread that does
+ * not hold the GIL, must not touch the C API: the GIL is checked directly,
+ * since PyGILState_Check() answers yes for everyone once subinterpreters
+ * exist. */
 static int py_starting_thread_name(char *buf, size_t n)
 {
-	if (!Py_IsInitialized() || !PyGILState_Check())
+	if (!Py_IsInitialized() || !tss_ready())
+		return -1;
+	PyThreadState *me = pthread_getspecific(tss_key());
+	if (!me || gil_holder() != me)
 		return -1;
 	int rc = -1;
 	PyObject *et, *ev, *tb;
 	PyErr_Fetch(&et, &ev, &tb);
 	PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
 	if (f) {
+#if PY_VERSION_HEX >= 0x03090000
 		PyCodeObject *co = PyFrame_GetCode(f); /* new reference */
+#else
+		PyCodeObject *co = f->f_code;
+		Py_XINCREF(co);
+#endif
 		if (co && PyUnicode_CompareWithASCIIString(co->co_name, "start") == 0 &&
 		    str_endswith(co->co_filename, "threading.py")) {
 			PyObject *locals = PyObject_GetAttrString((PyObject *)f, "f_locals");
