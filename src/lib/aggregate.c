@@ -2,12 +2,16 @@
  * aggregate.c — self and total cost per function and per line
  * (profile_aggregate in profile.h).
  *
- * Two passes keep it linear in the samples: first the filtered samples'
- * values are summed per leaf node (one add per sample and event); then
- * each node that received cost walks up to the root once, adding its cost
- * to self (leaf frame) and total (every function and line on the path).
- * A function that appears several times on one path (recursion) is counted
- * once: a stamp per function records the last path that counted it.
+ * Linear in samples plus nodes, with no per-sample path walk:
+ *  1. the filtered samples' values are summed on their leaf nodes;
+ *  2. self: each hit node adds its own cost to its function and line;
+ *  3. total: nodes are visited children first (a child's index is always
+ *     above its parent's), each adding its subtree cost to its parent.
+ *     A node that is the outermost occurrence of its function on its path
+ *     (flagged when the node was created, see stacks.c) adds its subtree
+ *     cost to the function's total. Every sample whose path contains the
+ *     function lies under exactly one such node, so recursion counts once
+ *     per sample. Lines work the same way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,39 +38,57 @@ void agg_free(struct agg *a)
 	free(ap);
 }
 
-struct sort_ctx {
-	uint32_t e;
-	int by_total;
+/* Rows are sorted through a flat key array: comparing keys in place is
+ * several times faster than chasing each row's cost pointers. */
+struct sort_key {
+	uint64_t k1, k2;
+	uint32_t func, line, idx;
 };
 
-static int cmp_u64_desc(uint64_t a, uint64_t b) { return a > b ? -1 : a < b ? 1 : 0; }
-
-static int row_cmp(const void *x, const void *y, void *ctx)
+static int key_cmp(const void *x, const void *y)
 {
-	const struct agg_row *a = x, *b = y;
-	const struct sort_ctx *s = ctx;
-	const uint64_t *ka = s->by_total ? a->total : a->self, *kb = s->by_total ? b->total : b->self;
-	const uint64_t *oa = s->by_total ? a->self : a->total, *ob = s->by_total ? b->self : b->total;
-	int c = cmp_u64_desc(ka[s->e], kb[s->e]);
-	if (!c)
-		c = cmp_u64_desc(oa[s->e], ob[s->e]);
+	const struct sort_key *a = x, *b = y;
+	if (a->k1 != b->k1)
+		return a->k1 > b->k1 ? -1 : 1;
+	if (a->k2 != b->k2)
+		return a->k2 > b->k2 ? -1 : 1;
 	/* Ties in file order, so output is stable. */
-	if (!c)
-		c = a->func < b->func ? -1 : a->func > b->func;
-	if (!c)
-		c = a->line < b->line ? -1 : a->line > b->line;
-	return c;
+	if (a->func != b->func)
+		return a->func < b->func ? -1 : 1;
+	return a->line < b->line ? -1 : a->line > b->line;
+}
+
+static void sort_rows(struct agg_row *rows, uint32_t n, uint32_t e, int by_total)
+{
+	if (n < 2)
+		return;
+	struct sort_key *k = malloc((size_t)n * sizeof(*k));
+	struct agg_row *tmp = malloc((size_t)n * sizeof(*tmp));
+	if (!k || !tmp) {
+		/* Out of memory: leave the order as it is. */
+		free(k);
+		free(tmp);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct agg_row *r = &rows[i];
+		k[i] = (struct sort_key){ by_total ? r->total[e] : r->self[e], by_total ? r->self[e] : r->total[e],
+					  r->func, r->line, i };
+	}
+	qsort(k, n, sizeof(*k), key_cmp);
+	for (uint32_t i = 0; i < n; i++)
+		tmp[i] = rows[k[i].idx];
+	memcpy(rows, tmp, (size_t)n * sizeof(*rows));
+	free(k);
+	free(tmp);
 }
 
 void agg_sort(struct agg *a, uint32_t e, int by_total)
 {
 	if (e >= a->nevents)
 		e = 0;
-	struct sort_ctx s = { e, by_total };
-	if (a->nfuncs)
-		qsort_r(a->funcs, a->nfuncs, sizeof(*a->funcs), row_cmp, &s);
-	if (a->nlines)
-		qsort_r(a->lines, a->nlines, sizeof(*a->lines), row_cmp, &s);
+	sort_rows(a->funcs, a->nfuncs, e, by_total);
+	sort_rows(a->lines, a->nlines, e, by_total);
 }
 
 /* Whether thread t passes the pid/tid filter. */
@@ -97,15 +119,17 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 	uint64_t *ftotal = calloc((size_t)p->nfuncs * ne, sizeof(uint64_t));
 	uint64_t *lself = calloc((size_t)in->nfl * ne, sizeof(uint64_t));
 	uint64_t *ltotal = calloc((size_t)in->nfl * ne, sizeof(uint64_t));
-	uint32_t *fstamp = calloc(p->nfuncs, sizeof(uint32_t)), *lstamp = calloc(in->nfl, sizeof(uint32_t));
+	/* Presence, not cost, decides which rows exist: a zero-weight sample
+	 * still puts its functions in the table. */
+	uint8_t *fseen = calloc(p->nfuncs + 1, 1), *lseen = calloc(in->nfl + 1, 1);
 	a->totals = calloc(ne, sizeof(uint64_t));
 	a->thread_samples = calloc(p->nthreads + 1, sizeof(uint64_t));
 	a->thread_idle = calloc(p->nthreads + 1, sizeof(uint64_t));
-	if (!node_cost || !node_hit || !thr_ok || !fself || !ftotal || !lself || !ltotal || !fstamp || !lstamp ||
+	if (!node_cost || !node_hit || !thr_ok || !fself || !ftotal || !lself || !ltotal || !fseen || !lseen ||
 	    !a->totals || !a->thread_samples || !a->thread_idle)
 		goto fail;
 
-	/* Pass 1: samples → leaf nodes. */
+	/* 1: samples → leaf nodes. */
 	for (uint32_t t = 0; t < p->nthreads; t++)
 		thr_ok[t] = (uint8_t)thread_ok(p, t, f);
 	for (uint64_t i = f->first_sample; i < p->nsamples; i++) {
@@ -129,41 +153,50 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 		a->nsamples++;
 	}
 
-	/* Pass 2: each hit node's path, once. Stamps are node + 1 so that
-	 * zero means "never counted". */
+	/* 2: self, from each hit node's own cost. */
 	for (uint32_t n = 1; n < p->nnodes; n++) {
 		if (!node_hit[n])
 			continue;
 		const uint64_t *c = node_cost + (size_t)n * ne;
-		uint32_t leaf = p->nodes[n].frame;
-		uint32_t lf = p->frames[leaf].func, ll = in->frame_fl[leaf];
+		uint32_t fn = in->node_func[n], fl = in->node_fl[n];
 		for (uint32_t e = 0; e < ne; e++) {
-			fself[(size_t)lf * ne + e] += c[e];
-			lself[(size_t)ll * ne + e] += c[e];
-		}
-		for (uint32_t m = n; m != 0 && m != PNONE; m = p->nodes[m].parent) {
-			uint32_t fr = p->nodes[m].frame;
-			uint32_t fn = p->frames[fr].func, fl = in->frame_fl[fr];
-			if (fstamp[fn] != n + 1) {
-				fstamp[fn] = n + 1;
-				for (uint32_t e = 0; e < ne; e++)
-					ftotal[(size_t)fn * ne + e] += c[e];
-			}
-			if (lstamp[fl] != n + 1) {
-				lstamp[fl] = n + 1;
-				for (uint32_t e = 0; e < ne; e++)
-					ltotal[(size_t)fl * ne + e] += c[e];
-			}
+			fself[(size_t)fn * ne + e] += c[e];
+			lself[(size_t)fl * ne + e] += c[e];
 		}
 	}
 
-	/* Rows: every function and line with a cost (a zero-weight sample
-	 * still makes its path appear, so presence is the stamp, not the sum). */
+	/* 3: total, children before parents; node_cost becomes subtree cost
+	 * and node_hit "subtree hit". */
+	for (uint32_t n = p->nnodes; n-- > 1;) {
+		if (!node_hit[n])
+			continue;
+		const uint64_t *c = node_cost + (size_t)n * ne;
+		uint32_t fn = in->node_func[n], fl = in->node_fl[n], par = p->nodes[n].parent;
+		uint8_t first = in->node_first[n];
+		if (first & NODE_FIRST_FUNC) {
+			fseen[fn] = 1;
+			for (uint32_t e = 0; e < ne; e++)
+				ftotal[(size_t)fn * ne + e] += c[e];
+		}
+		if (first & NODE_FIRST_LINE) {
+			lseen[fl] = 1;
+			for (uint32_t e = 0; e < ne; e++)
+				ltotal[(size_t)fl * ne + e] += c[e];
+		}
+		if (par != 0) {
+			uint64_t *pc = node_cost + (size_t)par * ne;
+			for (uint32_t e = 0; e < ne; e++)
+				pc[e] += c[e];
+			node_hit[par] = 1;
+		}
+	}
+
+	/* Rows: every function and line on a filtered sample's path. */
 	uint32_t nf = 0, nl = 0;
 	for (uint32_t i = 0; i < p->nfuncs; i++)
-		nf += fstamp[i] != 0;
+		nf += fseen[i];
 	for (uint32_t i = 0; i < in->nfl; i++)
-		nl += lstamp[i] != 0;
+		nl += lseen[i];
 	a->funcs = calloc(nf ? nf : 1, sizeof(*a->funcs));
 	a->lines = calloc(nl ? nl : 1, sizeof(*a->lines));
 	ap->block = malloc(((size_t)nf + nl) * 2 * ne * sizeof(uint64_t) + 1);
@@ -171,7 +204,7 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 		goto fail;
 	uint64_t *blk = ap->block;
 	for (uint32_t i = 0; i < p->nfuncs; i++) {
-		if (!fstamp[i])
+		if (!fseen[i])
 			continue;
 		struct agg_row *r = &a->funcs[a->nfuncs++];
 		r->func = i;
@@ -184,7 +217,7 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 		blk += ne;
 	}
 	for (uint32_t i = 0; i < in->nfl; i++) {
-		if (!lstamp[i])
+		if (!lseen[i])
 			continue;
 		struct agg_row *r = &a->lines[a->nlines++];
 		r->func = in->fl_func[i];
@@ -204,8 +237,8 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 	free(ftotal);
 	free(lself);
 	free(ltotal);
-	free(fstamp);
-	free(lstamp);
+	free(fseen);
+	free(lseen);
 	return a;
 fail:
 	free(node_cost);
@@ -215,8 +248,8 @@ fail:
 	free(ftotal);
 	free(lself);
 	free(ltotal);
-	free(fstamp);
-	free(lstamp);
+	free(fseen);
+	free(lseen);
 	agg_free(a);
 	return NULL;
 }

@@ -40,8 +40,7 @@ uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
 
 void u64map_free(struct u64map *m)
 {
-	free(m->keys);
-	free(m->vals);
+	free(m->s);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -51,10 +50,11 @@ uint32_t u64map_get(const struct u64map *m, uint64_t key)
 		return MAP_NONE;
 	uint32_t mask = m->cap - 1;
 	for (uint32_t j = (uint32_t)hash_u64(key) & mask;; j = (j + 1) & mask) {
-		if (m->vals[j] == MAP_NONE)
+		const struct u64slot *e = &m->s[j];
+		if (e->val == MAP_NONE)
 			return MAP_NONE;
-		if (m->keys[j] == key)
-			return m->vals[j];
+		if (e->key == key)
+			return e->val;
 	}
 }
 
@@ -63,27 +63,21 @@ static int u64map_grow(struct u64map *m)
 	uint32_t cap = m->cap ? m->cap * 2 : 64;
 	if (cap < m->cap)
 		return -1;
-	uint64_t *keys = malloc((size_t)cap * sizeof(*keys));
-	uint32_t *vals = malloc((size_t)cap * sizeof(*vals));
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
+	struct u64slot *s = malloc((size_t)cap * sizeof(*s));
+	if (!s)
 		return -1;
-	}
-	memset(vals, 0xff, (size_t)cap * sizeof(*vals));
+	for (uint32_t i = 0; i < cap; i++)
+		s[i].val = MAP_NONE;
 	for (uint32_t i = 0; i < m->cap; i++) {
-		if (m->vals[i] == MAP_NONE)
+		if (m->s[i].val == MAP_NONE)
 			continue;
-		uint32_t j = (uint32_t)hash_u64(m->keys[i]) & (cap - 1);
-		while (vals[j] != MAP_NONE)
+		uint32_t j = (uint32_t)hash_u64(m->s[i].key) & (cap - 1);
+		while (s[j].val != MAP_NONE)
 			j = (j + 1) & (cap - 1);
-		keys[j] = m->keys[i];
-		vals[j] = m->vals[i];
+		s[j] = m->s[i];
 	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = keys;
-	m->vals = vals;
+	free(m->s);
+	m->s = s;
 	m->cap = cap;
 	return 0;
 }
@@ -94,15 +88,15 @@ int u64map_put(struct u64map *m, uint64_t key, uint32_t val)
 		return -1;
 	uint32_t mask = m->cap - 1;
 	uint32_t j = (uint32_t)hash_u64(key) & mask;
-	while (m->vals[j] != MAP_NONE) {
-		if (m->keys[j] == key) {
-			m->vals[j] = val;
+	while (m->s[j].val != MAP_NONE) {
+		if (m->s[j].key == key) {
+			m->s[j].val = val;
 			return 0;
 		}
 		j = (j + 1) & mask;
 	}
-	m->keys[j] = key;
-	m->vals[j] = val;
+	m->s[j].key = key;
+	m->s[j].val = val;
 	m->count++;
 	return 0;
 }

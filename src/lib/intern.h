@@ -21,9 +21,15 @@
 
 #define MAP_NONE UINT32_MAX
 
+/* Key and value share a slot so that a probe touches one cache line: the
+ * call-tree map holds millions of entries and is probed for every frame. */
+struct u64slot {
+	uint64_t key;
+	uint32_t val;    /* MAP_NONE marks an empty slot */
+};
+
 struct u64map {
-	uint64_t *keys;
-	uint32_t *vals;  /* MAP_NONE marks an empty slot */
+	struct u64slot *s;
 	uint32_t cap, count;
 };
 

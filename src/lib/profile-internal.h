@@ -37,6 +37,8 @@ struct profile_internal {
 	struct u64map code_map;     /* stream index << 32 | code index → codes[] */
 	struct u64map stack_map;    /* stream index << 32 | stack index → node */
 	struct u64map thread_map;   /* process << 32 | tid → thread */
+	struct u64map pyframe_map;  /* code slot << 32 | lasti → frame: a line table
+	                             * is searched once per instruction seen */
 
 	struct pcode *codes;
 	uint32_t ncodes, cap_codes;
@@ -44,6 +46,18 @@ struct profile_internal {
 	uint32_t nstreams, cap_streams;
 	uint64_t last_stream_id;    /* one-entry cache in front of stream_map */
 	uint32_t last_stream;
+
+	/* Per node, parallel to p->nodes: its function and line-row key, and
+	 * whether it is the outermost occurrence of each on its path. Total
+	 * cost is then the subtree cost of the outermost occurrences, which
+	 * counts a recursive function once per sample (aggregate.c). */
+	uint32_t *node_func, *node_fl;
+	uint8_t *node_first;        /* NODE_FIRST_* */
+	uint32_t cap_node_func, cap_node_fl, cap_node_first;
+
+	/* Stamps marking what the stack being converted has seen so far. */
+	uint32_t *func_stamp, *fl_stamp;
+	uint32_t cap_func_stamp, cap_fl_stamp, stamp;
 
 	/* Line rows: each frame's (func, line) key, and each key's parts. */
 	uint32_t *frame_fl;
@@ -71,11 +85,15 @@ struct profile_internal {
 	uint32_t cap_scratch;
 };
 
+enum { NODE_FIRST_FUNC = 1, NODE_FIRST_LINE = 2 };
+
 /* Interning, shared with stacks.c. All return PNONE on OOM (in->oom set). */
 uint32_t profile_intern_func(struct profile *p, int kind, const char *name, const char *file,
 			     uint32_t line, const char *module);
 uint32_t profile_intern_frame(struct profile *p, uint32_t func, uint32_t line, uint64_t addr);
-uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame);
+/* `first` (NODE_FIRST_*) is recorded if the node is new; it depends only on
+ * the node's path, so it is the same for every stack that reaches it. */
+uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame, uint8_t first);
 /* A synthetic (PK_OTHER) function's frame, e.g. "[no Python frame]". */
 uint32_t profile_marker_frame(struct profile *p, const char *name);
 

@@ -154,19 +154,26 @@ oom:
 	return PNONE;
 }
 
-uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame)
+uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame, uint8_t first)
 {
 	struct profile_internal *in = p->in;
 	uint64_t key = (uint64_t)parent << 32 | frame;
 	uint32_t id = u64map_get(&in->node_map, key);
 	if (id != MAP_NONE)
 		return id;
-	if (grow(&p->nodes, &in->cap_nodes, (uint64_t)p->nnodes + 1, sizeof(*p->nodes)))
+	uint64_t n = (uint64_t)p->nnodes + 1;
+	if (grow(&p->nodes, &in->cap_nodes, n, sizeof(*p->nodes)) ||
+	    grow(&in->node_func, &in->cap_node_func, n, sizeof(uint32_t)) ||
+	    grow(&in->node_fl, &in->cap_node_fl, n, sizeof(uint32_t)) ||
+	    grow(&in->node_first, &in->cap_node_first, n, 1))
 		goto oom;
 	id = p->nnodes;
 	if (u64map_put(&in->node_map, key, id))
 		goto oom;
 	p->nodes[id] = (struct pnode){ .parent = parent, .frame = frame, .depth = p->nodes[parent].depth + 1 };
+	in->node_func[id] = p->frames[frame].func;
+	in->node_fl[id] = in->frame_fl[frame];
+	in->node_first[id] = first;
 	p->nnodes++;
 	return id;
 oom:
@@ -586,7 +593,7 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 	if (node == MAP_NONE) {
 		in->unknown_stacks++;
 		uint32_t f = profile_marker_frame(p, "[unknown stack]");
-		node = f == PNONE ? PNONE : profile_intern_node(p, 0, f);
+		node = f == PNONE ? PNONE : profile_intern_node(p, 0, f, NODE_FIRST_FUNC | NODE_FIRST_LINE);
 		if (node == PNONE)
 			return;
 	}
@@ -750,12 +757,17 @@ struct profile *profile_new(const struct load_opts *o)
 	if (o)
 		p->in->opts = *o;
 	/* Node 0 is the root. */
-	if (set_events(p, 0, NULL) ||
-	    grow(&p->nodes, &p->in->cap_nodes, 1, sizeof(*p->nodes))) {
+	struct profile_internal *in = p->in;
+	if (set_events(p, 0, NULL) || grow(&p->nodes, &in->cap_nodes, 1, sizeof(*p->nodes)) ||
+	    grow(&in->node_func, &in->cap_node_func, 1, sizeof(uint32_t)) ||
+	    grow(&in->node_fl, &in->cap_node_fl, 1, sizeof(uint32_t)) ||
+	    grow(&in->node_first, &in->cap_node_first, 1, 1)) {
 		profile_free(p);
 		return NULL;
 	}
 	p->nodes[0] = (struct pnode){ .parent = PNONE, .frame = PNONE, .depth = 0 };
+	in->node_func[0] = in->node_fl[0] = PNONE;
+	in->node_first[0] = 0;
 	p->nnodes = 1;
 	return p;
 }
@@ -863,6 +875,12 @@ void profile_free(struct profile *p)
 		u64map_free(&in->code_map);
 		u64map_free(&in->stack_map);
 		u64map_free(&in->thread_map);
+		u64map_free(&in->pyframe_map);
+		free(in->node_func);
+		free(in->node_fl);
+		free(in->node_first);
+		free(in->func_stamp);
+		free(in->fl_stamp);
 		for (uint32_t i = 0; i < in->ncodes; i++)
 			linetable_free(&in->codes[i].lt);
 		free(in->codes);
