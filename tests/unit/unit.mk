@@ -71,18 +71,24 @@ FUZZ_CC      ?= clang
 FUZZ_JOBS    ?= 1
 FUZZ_SRC     = tests/fuzz/fuzz_reader.c $(UNIT_LIB_SRC) src/cli/builtin-report.c
 
-$(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h) tests/unit/synth.h
+$(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h) tests/unit/synth.h tests/fuzz/coverage-ignore.txt
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=gnu11 -g -O1 $(CPPFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $(FUZZ_SRC) $(CLI_LIBS)
+		-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt -o $@ $(FUZZ_SRC) $(CLI_LIBS)
+
+$(FUZZ_DIR)/mkcorpus: tests/fuzz/mkcorpus.c $(UNIT_LIB_OBJ) tests/unit/synth.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
 
 # New inputs go to $(FUZZ_DIR)/corpus, so the committed seeds stay small;
-# crashes are written to $(FUZZ_DIR)/ as crash-*.
+# crashes are written to $(FUZZ_DIR)/ as crash-*. Runs inside $(FUZZ_DIR)
+# so that parallel jobs (FUZZ_JOBS=N) leave their fuzz-N.log files there.
 fuzz: $(FUZZ_DIR)/fuzz_reader
 	@mkdir -p $(FUZZ_DIR)/corpus
-	$(FUZZ_DIR)/fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-		-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS) -print_final_stats=1 \
-		-artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus tests/fuzz/corpus
+	cd $(FUZZ_DIR) && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ \
+		$(if $(filter-out 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS)) \
+		corpus $(CURDIR)/tests/fuzz/corpus
 
 # ---- model speed ------------------------------------------------------------
 
