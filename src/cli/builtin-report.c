@@ -284,18 +284,18 @@ static uint32_t proc_threads(const struct profile *p, uint32_t proc)
 }
 
 /* Threads in the order shown: most samples first. */
-static const struct profile *sort_p;
-static const struct agg *sort_a;
-static int thread_cmp(const void *x, const void *y)
+static int thread_cmp(const void *x, const void *y, void *ctx)
 {
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-	uint64_t sa = sort_a->thread_samples[a], sb = sort_a->thread_samples[b];
-	if (sa != sb)
-		return sa > sb ? -1 : 1;
-	const struct pthread_info *ta = &sort_p->threads[a], *tb = &sort_p->threads[b];
-	if (ta->pid != tb->pid)
-		return ta->pid < tb->pid ? -1 : 1;
-	return ta->tid < tb->tid ? -1 : ta->tid > tb->tid;
+	const struct agg *a = ((const void *const *)ctx)[1];
+	const struct profile *p = ((const void *const *)ctx)[0];
+	uint32_t i = *(const uint32_t *)x, k = *(const uint32_t *)y;
+	uint64_t si = a->thread_samples[i], sk = a->thread_samples[k];
+	if (si != sk)
+		return si > sk ? -1 : 1;
+	const struct pthread_info *ti = &p->threads[i], *tk = &p->threads[k];
+	if (ti->pid != tk->pid)
+		return ti->pid < tk->pid ? -1 : 1;
+	return ti->tid < tk->tid ? -1 : ti->tid > tk->tid;
 }
 
 static uint32_t *selected_threads(const struct profile *p, const struct agg *a, const struct report_opts *o,
@@ -308,9 +308,8 @@ static uint32_t *selected_threads(const struct profile *p, const struct agg *a, 
 	for (uint32_t t = 0; t < p->nthreads; t++)
 		if (thread_selected(&p->threads[t], o) && !(p->procs[p->threads[t].process].flags & PROC_UNSUPPORTED))
 			ids[(*n)++] = t;
-	sort_p = p;
-	sort_a = a;
-	qsort(ids, *n, sizeof(*ids), thread_cmp);
+	const void *ctx[2] = { p, a };
+	qsort_r(ids, *n, sizeof(*ids), thread_cmp, ctx);
 	return ids;
 }
 
