@@ -21,6 +21,7 @@ static const struct {
 	const char *help;
 } commands[] = {
 	{ "record", cmd_record, "run a command and record a profile of every Python process it starts" },
+	{ "report", cmd_report, "show the hottest functions and lines of a recorded profile" },
 	{ "dump", cmd_dump, "list the records of a .strata file (for debugging strata itself)" },
 };
 

@@ -40,7 +40,10 @@ int file_header_parse(const uint8_t *p, size_t n, struct file_header *h)
 		return FMT_E_VERSION;
 	if (h->major == 0 || h->header_size < STRATA_FILE_HDR_SIZE || h->header_size > 4096)
 		return FMT_E_SIZE;
-	if (n < h->header_size)
+	/* Only the first STRATA_FILE_HDR_SIZE bytes are interpreted (and
+	 * checksummed); a longer header from a newer minor version is
+	 * skipped by the reader. */
+	if (n < STRATA_FILE_HDR_SIZE)
 		return FMT_E_SHORT;
 	if (crc32c(0, p, 28) != le32_at(p + 28))
 		return FMT_E_HDRCRC;

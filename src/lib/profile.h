@@ -23,7 +23,11 @@
  * "[truncated: N frames]" at the root of a stack cut by the depth cap,
  * "[no Python frame]" for a sample taken while the thread ran no Python
  * code (interpreter start-up, a non-Python thread), "[unreadable frames]"
- * when the agent could not read the stack.
+ * when the agent could not read the stack (at the root of a partial one).
+ * A damaged file adds two more: "[unknown stack]" for a sample whose
+ * stack record was lost, "[unknown code]" for a frame whose code record
+ * was lost. Native frames (nnative > 0) are not shown yet; stacks.c is
+ * where they will be merged.
  */
 #ifndef STRATA_PROFILE_H
 #define STRATA_PROFILE_H

@@ -201,9 +201,11 @@ static int deliver(struct reader *r, struct reader_stream *s, reader_record_fn f
 }
 
 /* Scans forward from `from` for the next offset holding a valid chunk
- * header; returns that offset or `len` if none (a header may still be
- * incomplete at the end). */
-static size_t resync(const uint8_t *p, size_t from, size_t len)
+ * header; returns that offset, or where to resume if none: while tailing,
+ * the last 3 bytes are kept (they may begin a magic still being written);
+ * at the final read nothing more will come, so everything is skipped (a
+ * damaged last chunk is damage, not a file cut short). */
+static size_t resync(const uint8_t *p, size_t from, size_t len, int final)
 {
 	for (size_t i = from; i + 4 <= len; i++) {
 		if (le32_at(p + i) != STRATA_CHUNK_MAGIC)
@@ -214,6 +216,8 @@ static size_t resync(const uint8_t *p, size_t from, size_t len)
 		if (chunk_header_parse(p + i, &h) == FMT_OK)
 			return i;
 	}
+	if (final)
+		return len;
 	/* Keep up to 3 trailing bytes: they may start a magic. */
 	return len > from + 3 ? len - 3 : from;
 }
@@ -261,7 +265,7 @@ int reader_poll(struct reader *r, int final, reader_record_fn fn, void *ctx, cha
 		int rc = chunk_header_parse(p + off, &h);
 		if (rc != FMT_OK) {
 			/* Damage: skip to the next plausible chunk. */
-			size_t next = resync(p, off + 1, len);
+			size_t next = resync(p, off + 1, len, final);
 			r->diag.corrupt_chunks++;
 			r->diag.skipped_bytes += next - off;
 			off = next;
@@ -272,7 +276,7 @@ int reader_poll(struct reader *r, int final, reader_record_fn fn, void *ctx, cha
 				break; /* incomplete: more may come */
 			/* A writer killed mid-write leaves a partial chunk that
 			 * other writers may have appended after: look for one. */
-			size_t next = resync(p, off + 1, len);
+			size_t next = resync(p, off + 1, len, final);
 			if (next + STRATA_CHUNK_HDR_SIZE > len)
 				break; /* nothing after it: the file was cut short */
 			r->diag.corrupt_chunks++;
@@ -287,7 +291,7 @@ int reader_poll(struct reader *r, int final, reader_record_fn fn, void *ctx, cha
 				set_err(err, errlen, "out of memory");
 				return -1;
 			}
-			size_t next = resync(p, off + 1, len);
+			size_t next = resync(p, off + 1, len, final);
 			r->diag.corrupt_chunks++;
 			r->diag.skipped_bytes += next - off;
 			off = next;

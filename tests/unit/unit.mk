@@ -1,2 +1,105 @@
-unit:
-asan:
+# tests/unit/unit.mk — C unit tests, sanitizer runs and the file-reader
+# fuzzer (included by the top-level Makefile).
+#
+#   make unit        build and run every tests/unit/test_*.c, then the
+#                    report CLI checks (tests/unit/report-cli.sh)
+#   make asan        the same, built with ASan + UBSan (no recovery) in
+#                    $(BUILD)/asan, leak checking on
+#   make fuzz        build tests/fuzz/fuzz_reader.c with libFuzzer and run it
+#                    for FUZZ_SECONDS (default 60) over tests/fuzz/corpus
+#   make bench-load  time loading + aggregating a synthetic 1M-sample profile
+#
+# Tests are linked against the same library objects as the CLI; the asan
+# build compiles its own copies.
+
+UNIT_DIR  = $(BUILD)/unit
+ASAN_DIR  = $(BUILD)/asan
+FUZZ_DIR  = $(BUILD)/fuzz
+
+UNIT_TESTS   = $(wildcard tests/unit/test_*.c)
+# launch.c needs the CLI (agent_dir); the tests do not launch anything.
+UNIT_LIB_SRC = $(COMMON_SRC) $(filter-out src/lib/launch.c,$(LIB_SRC))
+UNIT_DEFS    = -DSRCDIR='"$(CURDIR)"'
+SAN_FLAGS    = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+UNIT_LIB_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(UNIT_LIB_SRC))
+UNIT_BINS    = $(patsubst tests/unit/%.c,$(UNIT_DIR)/%,$(UNIT_TESTS))
+ASAN_LIB_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(UNIT_LIB_SRC))
+ASAN_CLI_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(CLI_SRC) $(EXPORT_SRC) src/lib/launch.c)
+ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
+
+# Sanitizer reports must fail the run, leaks included.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=86 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
+
+$(UNIT_DIR)/%: tests/unit/%.c $(UNIT_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -MMD -MP -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
+
+$(ASAN_DIR)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(CPPFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -c $< -o $@
+
+$(ASAN_DIR)/%: tests/unit/%.c $(ASAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(CPPFLAGS) -O1 -g $(SAN_FLAGS) $(UNIT_DEFS) -MMD -MP -o $@ $< $(ASAN_LIB_OBJ) $(CLI_LIBS)
+
+$(ASAN_DIR)/strata: $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ)
+	$(CC) -g $(SAN_FLAGS) -o $@ $^ $(CLI_LIBS)
+
+-include $(UNIT_BINS:=.d) $(ASAN_BINS:=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+
+# Runs each test binary; every one runs even after a failure.
+define run_tests
+	@fail=0; for t in $(1); do echo "== $$t"; $(2) $$t || fail=1; done; \
+	if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
+endef
+
+unit: $(UNIT_BINS) $(BIN)/strata
+	$(call run_tests,$(UNIT_BINS),)
+	tests/unit/report-cli.sh $(BIN)/strata
+	$(if $(FUZZ_IN_UNIT),$(MAKE) fuzz FUZZ_SECONDS=20)
+
+asan: $(ASAN_BINS) $(ASAN_DIR)/strata
+	$(call run_tests,$(ASAN_BINS),$(SAN_ENV))
+	$(SAN_ENV) tests/unit/report-cli.sh $(ASAN_DIR)/strata
+
+# ---- fuzzing ------------------------------------------------------------
+
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_JOBS    ?= 1
+FUZZ_SRC     = tests/fuzz/fuzz_reader.c $(UNIT_LIB_SRC) src/cli/builtin-report.c
+
+$(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h) tests/unit/synth.h tests/fuzz/coverage-ignore.txt
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=gnu11 -g -O1 $(CPPFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt -o $@ $(FUZZ_SRC) $(CLI_LIBS)
+
+$(FUZZ_DIR)/mkcorpus: tests/fuzz/mkcorpus.c $(UNIT_LIB_OBJ) tests/unit/synth.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
+
+# New inputs go to $(FUZZ_DIR)/corpus, so the committed seeds stay small;
+# crashes are written to $(FUZZ_DIR)/ as crash-*. Runs inside $(FUZZ_DIR)
+# so that parallel jobs (FUZZ_JOBS=N) leave their fuzz-N.log files there.
+fuzz: $(FUZZ_DIR)/fuzz_reader
+	@mkdir -p $(FUZZ_DIR)/corpus
+	cd $(FUZZ_DIR) && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ \
+		$(if $(filter-out 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS)) \
+		corpus $(CURDIR)/tests/fuzz/corpus
+
+# ---- model speed ------------------------------------------------------------
+
+$(UNIT_DIR)/genprof: tests/unit/genprof.c $(UNIT_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -MMD -MP -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
+
+BENCH_SAMPLES ?= 1000000
+bench-load: $(UNIT_DIR)/genprof $(BIN)/strata
+	$(UNIT_DIR)/genprof -n $(BENCH_SAMPLES) -o $(UNIT_DIR)/large.strata
+	$(UNIT_DIR)/genprof --time $(UNIT_DIR)/large.strata
+	@/usr/bin/time -f "strata report --json: %e s, %M KB max RSS" $(BIN)/strata report --json $(UNIT_DIR)/large.strata > /dev/null
+
+.PHONY: bench-load

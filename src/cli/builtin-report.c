@@ -1,0 +1,909 @@
+/*
+ * builtin-report.c — `strata report FILE`: the hottest functions and lines,
+ * and where the samples went by thread and process, as a terminal table or
+ * as one JSON object (--json). docs/report.md describes every option and
+ * column.
+ *
+ * Everything shown comes from the profile model (profile_load +
+ * profile_aggregate); this file only filters, sorts and lays out. Text
+ * from the profiled program (names, paths, source lines) is sanitised
+ * before it reaches the terminal.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "../lib/json.h"
+#include "../lib/profile.h"
+
+static const char usage_text[] =
+	"usage: strata report [options] FILE\n"
+	"\n"
+	"Shows where a recorded profile spent its samples: the hottest functions\n"
+	"(self and total), the hottest lines, and a summary per thread and process.\n"
+	"\n"
+	"options:\n"
+	"      --json           print one JSON object instead of tables\n"
+	"  -n, --limit N        rows per table (default: 20; with --json: all)\n"
+	"  -s, --sort KEY       order functions and lines by self (default) or total\n"
+	"  -p, --pid PID        only samples of process PID\n"
+	"  -t, --tid TID        only samples of thread TID\n"
+	"      --no-idle        wall mode: leave out samples of blocked threads\n"
+	"  -h, --help           show this help\n"
+	"\n"
+	"self: samples whose innermost frame is in the function (or line).\n"
+	"total: samples with the function anywhere on the stack, once per sample.\n";
+
+struct report_opts {
+	int json;
+	int limit;          /* 0 = all */
+	int by_total;
+	int no_idle;
+	uint32_t pid, tid;
+	const char *path;
+};
+
+/* ---- text helpers ------------------------------------------------------ */
+
+/* Display width of UTF-8 text: one column per code point (wide characters
+ * are rare in names and paths; alignment is best effort for them). */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		w += ((uint8_t)*s & 0xC0) != 0x80;
+	return w;
+}
+
+/* Copies s into out (size n) with control characters replaced by '?', so
+ * that names from the profiled program cannot drive the terminal. */
+static void sanitize(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+	for (; *s && o + 1 < n; s++) {
+		uint8_t c = (uint8_t)*s;
+		out[o++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	/* Never end inside a multi-byte character. */
+	while (o > 0 && ((uint8_t)out[o - 1] & 0x80)) {
+		size_t start = o - 1;
+		while (start > 0 && ((uint8_t)out[start] & 0xC0) == 0x80)
+			start--;
+		uint8_t lead = (uint8_t)out[start];
+		size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+		if (o - start >= need)
+			break;
+		o = start;
+	}
+	out[o] = 0;
+}
+
+enum { PAD_LEFT, PAD_RIGHT, NO_PAD };
+
+/* Prints s in `width` columns: padded (align: text left, text right, or
+ * not padded for the last column), or cut with "..." on the left
+ * (keep_end: the informative end of a path or qualified name) or on the
+ * right. */
+static void put_cell(const char *s, size_t width, int keep_end, int align)
+{
+	char clean[1024];
+	sanitize(clean, sizeof(clean), s ? s : "");
+	size_t w = text_width(clean);
+	if (w > width) {
+		size_t drop = w - width + (width >= 3 ? 3 : 0), i = 0, seen = 0;
+		if (width < 3) {
+			/* Too narrow for an ellipsis. */
+			for (; clean[i] && seen < width; i++)
+				seen += ((uint8_t)clean[i] & 0xC0) != 0x80;
+			while (((uint8_t)clean[i] & 0xC0) == 0x80)
+				i++;
+			fwrite(clean, 1, i, stdout);
+			return;
+		}
+		if (keep_end) {
+			/* Skip `drop` code points from the start. */
+			for (; clean[i] && seen < drop; i++)
+				seen += ((uint8_t)clean[i] & 0xC0) != 0x80;
+			while (((uint8_t)clean[i] & 0xC0) == 0x80)
+				i++;
+			fputs("...", stdout);
+			fputs(clean + i, stdout);
+		} else {
+			size_t keep = w - drop;
+			for (; clean[i]; i++) {
+				if (((uint8_t)clean[i] & 0xC0) != 0x80) {
+					if (seen == keep)
+						break;
+					seen++;
+				}
+			}
+			fwrite(clean, 1, i, stdout);
+			fputs("...", stdout);
+		}
+		return;
+	}
+	if (align == PAD_RIGHT)
+		printf("%*s", (int)(width - w), "");
+	fputs(clean, stdout);
+	if (align == PAD_LEFT)
+		printf("%*s", (int)(width - w), "");
+}
+
+static int digits(uint64_t v)
+{
+	int d = 1;
+	while (v >= 10) {
+		v /= 10;
+		d++;
+	}
+	return d;
+}
+
+static double pct(uint64_t v, uint64_t total) { return total ? 100.0 * (double)v / (double)total : 0.0; }
+
+static int term_width(void)
+{
+	struct winsize ws;
+	if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 80)
+		return ws.ws_col;
+	return 80;
+}
+
+/* A path as the user would type it: relative to the current directory
+ * when it is under it. */
+static const char *short_path(const char *file, const char *cwd)
+{
+	size_t n = strlen(cwd);
+	if (n > 1 && strncmp(file, cwd, n) == 0 && file[n] == '/')
+		return file + n + 1;
+	return file;
+}
+
+/* ---- source lines ----------------------------------------------------- */
+
+/* Source files read for the "Hottest lines" table, kept for the run. */
+struct src_file {
+	const char *path;   /* profile's string (interned, lives as long as p) */
+	char *text;         /* NULL: unreadable */
+	size_t len;
+};
+
+struct src_cache {
+	struct src_file *f;
+	size_t n;
+};
+
+#define MAX_SOURCE_SIZE (16u << 20)
+
+static const struct src_file *src_get(struct src_cache *c, const char *path)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->f[i].path == path || strcmp(c->f[i].path, path) == 0)
+			return &c->f[i];
+	struct src_file *nf = realloc(c->f, (c->n + 1) * sizeof(*nf));
+	if (!nf)
+		return NULL;
+	c->f = nf;
+	struct src_file *sf = &c->f[c->n++];
+	memset(sf, 0, sizeof(*sf));
+	sf->path = path;
+	/* Only regular files of sane size: a name from the profile may be
+	 * "<string>", a FIFO or a device. */
+	struct stat st;
+	FILE *fp = NULL;
+	if (path[0] && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < MAX_SOURCE_SIZE &&
+	    (fp = fopen(path, "rb"))) {
+		sf->text = malloc((size_t)st.st_size + 1);
+		if (sf->text) {
+			sf->len = fread(sf->text, 1, (size_t)st.st_size, fp);
+			sf->text[sf->len] = 0;
+		}
+		fclose(fp);
+	}
+	return sf;
+}
+
+/* Line `line` (1-based) of the file, without leading blanks, into out. */
+static int src_line(struct src_cache *c, const char *path, uint32_t line, char *out, size_t n)
+{
+	const struct src_file *sf = src_get(c, path);
+	if (!sf || !sf->text || line == 0)
+		return -1;
+	const char *p = sf->text, *end = sf->text + sf->len;
+	for (uint32_t l = 1; l < line; l++) {
+		p = memchr(p, '\n', (size_t)(end - p));
+		if (!p)
+			return -1;
+		p++;
+	}
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	const char *e = memchr(p, '\n', (size_t)(end - p));
+	size_t len = (size_t)((e ? e : end) - p);
+	while (len && (p[len - 1] == '\r' || p[len - 1] == ' '))
+		len--;
+	if (len >= n)
+		len = n - 1;
+	memcpy(out, p, len);
+	out[len] = 0;
+	return 0;
+}
+
+static void src_free(struct src_cache *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->f[i].text);
+	free(c->f);
+}
+
+/* ---- selection -------------------------------------------------------- */
+
+static int thread_selected(const struct pthread_info *t, const struct report_opts *o)
+{
+	return (!o->pid || t->pid == o->pid) && (!o->tid || t->tid == o->tid);
+}
+
+static int proc_selected(const struct profile *p, uint32_t i, const struct report_opts *o)
+{
+	if (p->procs[i].flags & PROC_UNSUPPORTED)
+		return 0;
+	if (o->pid && p->procs[i].pid != o->pid)
+		return 0;
+	if (o->tid) {
+		for (uint32_t t = 0; t < p->nthreads; t++)
+			if (p->threads[t].process == i && p->threads[t].tid == o->tid)
+				return 1;
+		return 0;
+	}
+	return 1;
+}
+
+/* Filtered samples per process, from the per-thread sums. */
+static uint64_t proc_samples(const struct profile *p, const struct agg *a, uint32_t proc)
+{
+	uint64_t s = 0;
+	for (uint32_t t = 0; t < p->nthreads; t++)
+		if (p->threads[t].process == proc)
+			s += a->thread_samples[t];
+	return s;
+}
+
+static uint32_t proc_threads(const struct profile *p, uint32_t proc)
+{
+	uint32_t n = 0;
+	for (uint32_t t = 0; t < p->nthreads; t++)
+		n += p->threads[t].process == proc;
+	return n;
+}
+
+/* Threads in the order shown: most samples first. */
+static int thread_cmp(const void *x, const void *y, void *ctx)
+{
+	const struct agg *a = ((const void *const *)ctx)[1];
+	const struct profile *p = ((const void *const *)ctx)[0];
+	uint32_t i = *(const uint32_t *)x, k = *(const uint32_t *)y;
+	uint64_t si = a->thread_samples[i], sk = a->thread_samples[k];
+	if (si != sk)
+		return si > sk ? -1 : 1;
+	const struct pthread_info *ti = &p->threads[i], *tk = &p->threads[k];
+	if (ti->pid != tk->pid)
+		return ti->pid < tk->pid ? -1 : 1;
+	return ti->tid < tk->tid ? -1 : ti->tid > tk->tid;
+}
+
+static uint32_t *selected_threads(const struct profile *p, const struct agg *a, const struct report_opts *o,
+				  uint32_t *n)
+{
+	uint32_t *ids = malloc((p->nthreads + 1) * sizeof(*ids));
+	*n = 0;
+	if (!ids)
+		return NULL;
+	for (uint32_t t = 0; t < p->nthreads; t++)
+		if (thread_selected(&p->threads[t], o) && !(p->procs[p->threads[t].process].flags & PROC_UNSUPPORTED))
+			ids[(*n)++] = t;
+	const void *ctx[2] = { p, a };
+	qsort_r(ids, *n, sizeof(*ids), thread_cmp, ctx);
+	return ids;
+}
+
+static uint32_t count_procs(const struct profile *p, const struct report_opts *o)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++)
+		n += proc_selected(p, i, o);
+	return n;
+}
+
+static double duration_s(const struct profile *p)
+{
+	return p->end_ns > p->start_ns ? (double)(p->end_ns - p->start_ns) / 1e9 : 0.0;
+}
+
+/* ---- text ----------------------------------------------------------- */
+
+/* Splits `avail` columns between two text columns whose natural widths
+ * are a and b: each gets what it needs if both fit, else the space is
+ * shared with `share_a` percent for the first (never less than 12). */
+static void split_width(int avail, int a, int b, int share_a, int *wa, int *wb)
+{
+	if (avail < 24)
+		avail = 24;
+	if (a + b <= avail) {
+		*wa = a;
+		*wb = avail - a;
+		return;
+	}
+	int fa = avail * share_a / 100, fb = avail - fa;
+	if (a < fa) {
+		*wa = a;
+		*wb = avail - a;
+	} else if (b < fb) {
+		*wb = b;
+		*wa = avail - b;
+	} else {
+		*wa = fa;
+		*wb = fb;
+	}
+	if (*wa < 12)
+		*wa = 12;
+	if (*wb < 12)
+		*wb = 12;
+}
+
+static void location(char *out, size_t n, const char *file, uint32_t line, const char *cwd)
+{
+	const char *f = file && *file ? short_path(file, cwd) : "";
+	if (!*f)
+		snprintf(out, n, "%s", "-");
+	else if (line)
+		snprintf(out, n, "%s:%u", f, line);
+	else
+		snprintf(out, n, "%s", f);
+}
+
+static void print_functions(const struct profile *p, const struct agg *a, const struct report_opts *o, int width,
+			    const char *cwd)
+{
+	uint32_t rows = a->nfuncs;
+	if (o->limit && rows > (uint32_t)o->limit)
+		rows = (uint32_t)o->limit;
+	printf("\nHottest functions (by %s)\n", o->by_total ? "total" : "self");
+	if (!rows) {
+		printf("  (no samples)\n");
+		return;
+	}
+	uint64_t max = 0;
+	int nw_name = 8, nw_loc = 9;
+	char loc[4096];
+	for (uint32_t i = 0; i < rows; i++) {
+		const struct agg_row *r = &a->funcs[i];
+		const struct pfunc *f = &p->funcs[r->func];
+		if (r->total[0] > max)
+			max = r->total[0];
+		int nl = (int)text_width(f->name);
+		location(loc, sizeof(loc), f->file, f->line, cwd);
+		int ll = (int)text_width(loc);
+		nw_name = nl > nw_name ? nl : nw_name;
+		nw_loc = ll > nw_loc ? ll : nw_loc;
+	}
+	int nw = digits(max) > 5 ? digits(max) : 5;
+	/* self% self total% total function file:line kind */
+	int fixed = 7 + 1 + nw + 2 + 7 + 1 + nw + 2 + 2 + 2 + 6;
+	int wf, wl;
+	split_width(width - fixed, nw_name, nw_loc, 55, &wf, &wl);
+	if (wf > nw_name)
+		wf = nw_name, wl = wl < nw_loc ? wl : nw_loc;
+	printf("%7s %*s  %7s %*s  ", "self%", nw, "self", "total%", nw, "total");
+	put_cell("function", (size_t)wf, 0, 0);
+	printf("  ");
+	put_cell("file:line", (size_t)wl, 0, 0);
+	printf("  kind\n");
+	for (uint32_t i = 0; i < rows; i++) {
+		const struct agg_row *r = &a->funcs[i];
+		const struct pfunc *f = &p->funcs[r->func];
+		printf("%6.1f%% %*" PRIu64 "  %6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0],
+		       pct(r->total[0], a->totals[0]), nw, r->total[0]);
+		put_cell(f->name, (size_t)wf, 1, 0);
+		printf("  ");
+		location(loc, sizeof(loc), f->file, f->line, cwd);
+		put_cell(loc, (size_t)wl, 1, 0);
+		printf("  %s\n", pkind_name(f->kind));
+	}
+}
+
+/* Line rows by self cost, whatever --sort says: this table is "self". */
+static int line_self_cmp(const void *x, const void *y)
+{
+	const struct agg_row *a = *(const struct agg_row *const *)x, *b = *(const struct agg_row *const *)y;
+	if (a->self[0] != b->self[0])
+		return a->self[0] > b->self[0] ? -1 : 1;
+	if (a->total[0] != b->total[0])
+		return a->total[0] > b->total[0] ? -1 : 1;
+	if (a->func != b->func)
+		return a->func < b->func ? -1 : 1;
+	return a->line < b->line ? -1 : a->line > b->line;
+}
+
+static void print_lines(const struct profile *p, const struct agg *a, const struct report_opts *o, int width,
+			const char *cwd, struct src_cache *sc)
+{
+	/* Only lines that were executing (self > 0) are "hot lines". */
+	uint32_t rows = 0;
+	const struct agg_row **sel = malloc((a->nlines + 1) * sizeof(*sel));
+	if (!sel)
+		return;
+	for (uint32_t i = 0; i < a->nlines; i++)
+		if (a->lines[i].self[0])
+			sel[rows++] = &a->lines[i];
+	qsort(sel, rows, sizeof(*sel), line_self_cmp);
+	if (o->limit && rows > (uint32_t)o->limit)
+		rows = (uint32_t)o->limit;
+	printf("\nHottest lines (self)\n");
+	if (!rows) {
+		printf("  (no samples)\n");
+		free(sel);
+		return;
+	}
+	uint64_t max = 0;
+	int nw_loc = 9, nw_fn = 8;
+	char loc[4096];
+	for (uint32_t k = 0; k < rows; k++) {
+		const struct agg_row *r = sel[k];
+		const struct pfunc *f = &p->funcs[r->func];
+		if (r->self[0] > max)
+			max = r->self[0];
+		location(loc, sizeof(loc), f->file, r->line, cwd);
+		int ll = (int)text_width(loc), fl = (int)text_width(f->name);
+		nw_loc = ll > nw_loc ? ll : nw_loc;
+		nw_fn = fl > nw_fn ? fl : nw_fn;
+	}
+	int nw = digits(max) > 5 ? digits(max) : 5;
+	/* self% self file:line function source; the source text takes what
+	 * is left, at least 16 columns when the terminal allows. */
+	int fixed = 7 + 1 + nw + 2 + 2 + 2;
+	int avail = width - fixed - 16;
+	int wl, wf;
+	split_width(avail, nw_loc, nw_fn, 55, &wl, &wf);
+	if (wf > nw_fn)
+		wf = nw_fn;
+	if (wl > nw_loc)
+		wl = nw_loc;
+	int ws = width - fixed - wl - wf;
+	if (ws < 10)
+		ws = 10;
+	printf("%7s %*s  ", "self%", nw, "self");
+	put_cell("file:line", (size_t)wl, 0, 0);
+	printf("  ");
+	put_cell("function", (size_t)wf, 0, 0);
+	printf("  source\n");
+	char text[1024];
+	for (uint32_t k = 0; k < rows; k++) {
+		const struct agg_row *r = sel[k];
+		const struct pfunc *f = &p->funcs[r->func];
+		printf("%6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0]);
+		location(loc, sizeof(loc), f->file, r->line, cwd);
+		put_cell(loc, (size_t)wl, 1, 0);
+		printf("  ");
+		int has_src = f->kind == PK_PYTHON && src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
+		put_cell(f->name, (size_t)wf, 1, has_src ? PAD_LEFT : NO_PAD);
+		if (has_src) {
+			printf("  ");
+			put_cell(text, (size_t)ws, 0, NO_PAD);
+		}
+		printf("\n");
+	}
+	free(sel);
+}
+
+static void print_threads(const struct profile *p, const struct agg *a, const struct report_opts *o, int width)
+{
+	uint32_t n;
+	uint32_t *ids = selected_threads(p, a, o, &n);
+	if (!ids)
+		return;
+	printf("\nThreads\n");
+	if (!n) {
+		printf("  (none)\n");
+		free(ids);
+		return;
+	}
+	uint64_t max = 0;
+	uint32_t maxpid = 0, maxtid = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct pthread_info *t = &p->threads[ids[i]];
+		max = a->thread_samples[ids[i]] > max ? a->thread_samples[ids[i]] : max;
+		maxpid = t->pid > maxpid ? t->pid : maxpid;
+		maxtid = t->tid > maxtid ? t->tid : maxtid;
+	}
+	int wall = p->mode == MODE_WALL;
+	int nw = digits(max) > 7 ? digits(max) : 7;
+	int pw = digits(maxpid) > 5 ? digits(maxpid) : 5, tw = digits(maxtid) > 5 ? digits(maxtid) : 5;
+	int fixed = pw + 2 + tw + 2 + nw + 2 + 7 + 2 + (wall ? nw + 2 + 2 : 0);
+	int wn = width - fixed;
+	if (wn > 32)
+		wn = 32;
+	if (wn < 8)
+		wn = 8;
+	printf("%*s  %*s  %*s  %7s  ", pw, "pid", tw, "tid", nw, "samples", "share");
+	if (wall)
+		printf("%*s  ", nw, "idle");
+	printf("name\n");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct pthread_info *t = &p->threads[ids[i]];
+		uint64_t s = a->thread_samples[ids[i]];
+		printf("%*u  %*u  %*" PRIu64 "  %6.1f%%  ", pw, t->pid, tw, t->tid, nw, s, pct(s, a->totals[0]));
+		if (wall)
+			printf("%*" PRIu64 "  ", nw, a->thread_idle[ids[i]]);
+		put_cell(t->name, (size_t)wn, 0, NO_PAD);
+		printf("\n");
+	}
+	free(ids);
+}
+
+static void print_processes(const struct profile *p, const struct agg *a, const struct report_opts *o, int width)
+{
+	printf("\nProcesses\n");
+	uint64_t max = 0;
+	uint32_t maxpid = 0, n = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		if (!proc_selected(p, i, o))
+			continue;
+		n++;
+		uint64_t s = proc_samples(p, a, i);
+		max = s > max ? s : max;
+		maxpid = p->procs[i].pid > maxpid ? p->procs[i].pid : maxpid;
+	}
+	if (!n) {
+		printf("  (none)\n");
+		return;
+	}
+	int nw = digits(max) > 7 ? digits(max) : 7, pw = digits(maxpid) > 5 ? digits(maxpid) : 5;
+	int fixed = pw + 2 + nw + 2 + 7 + 2 + 7 + 2 + 7 + 2;
+	int wc = width - fixed;
+	if (wc < 16)
+		wc = 16;
+	printf("%*s  %*s  %7s  %7s  %7s  command\n", pw, "pid", nw, "samples", "share", "threads", "dropped");
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		if (!proc_selected(p, i, o))
+			continue;
+		const struct pprocess *pr = &p->procs[i];
+		uint64_t s = proc_samples(p, a, i);
+		printf("%*u  %*" PRIu64 "  %6.1f%%  %7u  %7" PRIu64 "  ", pw, pr->pid, nw, s, pct(s, a->totals[0]),
+		       proc_threads(p, i), pr->dropped);
+		put_cell(pr->command ? pr->command : "", (size_t)wc, 0, NO_PAD);
+		printf("\n");
+	}
+}
+
+static void print_header(const struct profile *p, const struct agg *a, const struct report_opts *o, int width)
+{
+	uint32_t nthreads;
+	uint32_t *ids = selected_threads(p, a, o, &nthreads);
+	free(ids);
+	uint32_t nprocs = count_procs(p, o);
+	printf("Command: ");
+	put_cell(p->command ? p->command : "?", (size_t)(width - 9), 0, NO_PAD);
+	printf("\n");
+	printf("%" PRIu64 " samples", a->totals[0]);
+	if (o->pid || o->tid || o->no_idle) {
+		printf(" (of %" PRIu64 "; only", p->totals[0]);
+		if (o->pid)
+			printf(" pid %u", o->pid);
+		if (o->tid)
+			printf(" tid %u", o->tid);
+		if (o->no_idle)
+			printf(" non-idle");
+		printf(")");
+	}
+	printf(" in %.2f s, %s mode at %u Hz, %u process%s, %u thread%s, %" PRIu64 " dropped\n", duration_s(p),
+	       p->mode == MODE_WALL ? "wall" : "cpu", p->rate_hz, nprocs, nprocs == 1 ? "" : "es", nthreads,
+	       nthreads == 1 ? "" : "s", p->dropped);
+}
+
+static void report_text(const struct profile *p, const struct agg *a, const struct report_opts *o)
+{
+	int width = term_width();
+	char cwd[4096];
+	if (!getcwd(cwd, sizeof(cwd)))
+		cwd[0] = 0;
+	struct src_cache sc = { 0 };
+	print_header(p, a, o, width);
+	print_functions(p, a, o, width, cwd);
+	print_lines(p, a, o, width, cwd, &sc);
+	print_threads(p, a, o, width);
+	print_processes(p, a, o, width);
+	src_free(&sc);
+}
+
+/* ---- JSON -------------------------------------------------------------- */
+
+static void report_json(const struct profile *p, const struct agg *a, const struct report_opts *o, struct json *j)
+{
+	int wall = p->mode == MODE_WALL;
+	json_object_begin(j);
+	json_key(j, "samples");
+	json_uint(j, a->totals[0]);
+	json_key(j, "duration_s");
+	json_double(j, duration_s(p));
+	json_key(j, "mode");
+	json_string(j, wall ? "wall" : "cpu");
+	json_key(j, "rate_hz");
+	json_uint(j, p->rate_hz);
+	json_key(j, "dropped");
+	json_uint(j, p->dropped);
+	json_key(j, "python_version");
+	json_string(j, p->python_version ? p->python_version : "");
+	json_key(j, "command");
+	json_string(j, p->command ? p->command : "");
+	json_key(j, "strata_version");
+	json_string(j, p->strata_version ? p->strata_version : "");
+	json_key(j, "exit_status");
+	if (p->has_exit_status)
+		json_int(j, p->exit_status);
+	else
+		json_null(j);
+	json_key(j, "truncated");
+	json_bool(j, p->truncated);
+	json_key(j, "total_samples");
+	json_uint(j, p->totals[0]);
+	json_key(j, "filter");
+	json_object_begin(j);
+	json_key(j, "pid");
+	if (o->pid)
+		json_uint(j, o->pid);
+	else
+		json_null(j);
+	json_key(j, "tid");
+	if (o->tid)
+		json_uint(j, o->tid);
+	else
+		json_null(j);
+	json_key(j, "no_idle");
+	json_bool(j, o->no_idle);
+	json_object_end(j);
+	json_key(j, "warnings");
+	json_array_begin(j);
+	for (uint32_t i = 0; i < p->nwarnings; i++)
+		json_string(j, p->warnings[i]);
+	json_array_end(j);
+
+	json_key(j, "processes");
+	json_array_begin(j);
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		if (!proc_selected(p, i, o))
+			continue;
+		const struct pprocess *pr = &p->procs[i];
+		json_object_begin(j);
+		json_key(j, "pid");
+		json_uint(j, pr->pid);
+		json_key(j, "ppid");
+		json_uint(j, pr->ppid);
+		json_key(j, "command");
+		json_string(j, pr->command ? pr->command : "");
+		json_key(j, "python_version");
+		json_string(j, pr->python_version ? pr->python_version : "");
+		json_key(j, "samples");
+		json_uint(j, proc_samples(p, a, i));
+		json_key(j, "threads");
+		json_uint(j, proc_threads(p, i));
+		json_key(j, "dropped");
+		json_uint(j, pr->dropped);
+		json_key(j, "finished");
+		json_bool(j, pr->ended);
+		json_object_end(j);
+	}
+	json_array_end(j);
+
+	uint32_t n;
+	uint32_t *ids = selected_threads(p, a, o, &n);
+	json_key(j, "threads");
+	json_array_begin(j);
+	for (uint32_t i = 0; ids && i < n; i++) {
+		const struct pthread_info *t = &p->threads[ids[i]];
+		json_object_begin(j);
+		json_key(j, "pid");
+		json_uint(j, t->pid);
+		json_key(j, "tid");
+		json_uint(j, t->tid);
+		json_key(j, "name");
+		json_string(j, t->name);
+		json_key(j, "samples");
+		json_uint(j, a->thread_samples[ids[i]]);
+		if (wall) {
+			json_key(j, "idle");
+			json_uint(j, a->thread_idle[ids[i]]);
+		}
+		json_key(j, "dropped");
+		json_uint(j, t->dropped);
+		json_key(j, "main");
+		json_bool(j, t->main);
+		json_object_end(j);
+	}
+	json_array_end(j);
+	free(ids);
+
+	uint32_t rows = a->nfuncs;
+	if (o->limit && rows > (uint32_t)o->limit)
+		rows = (uint32_t)o->limit;
+	json_key(j, "functions");
+	json_array_begin(j);
+	for (uint32_t i = 0; i < rows; i++) {
+		const struct agg_row *r = &a->funcs[i];
+		const struct pfunc *f = &p->funcs[r->func];
+		json_object_begin(j);
+		json_key(j, "name");
+		json_string(j, f->name);
+		json_key(j, "file");
+		json_string(j, f->file);
+		json_key(j, "line");
+		json_uint(j, f->line);
+		json_key(j, "kind");
+		json_string(j, pkind_name(f->kind));
+		json_key(j, "self");
+		json_uint(j, r->self[0]);
+		json_key(j, "total");
+		json_uint(j, r->total[0]);
+		json_object_end(j);
+	}
+	json_array_end(j);
+
+	rows = a->nlines;
+	if (o->limit && rows > (uint32_t)o->limit)
+		rows = (uint32_t)o->limit;
+	json_key(j, "lines");
+	json_array_begin(j);
+	for (uint32_t i = 0; i < rows; i++) {
+		const struct agg_row *r = &a->lines[i];
+		const struct pfunc *f = &p->funcs[r->func];
+		json_object_begin(j);
+		json_key(j, "file");
+		json_string(j, f->file);
+		json_key(j, "line");
+		json_uint(j, r->line);
+		json_key(j, "function");
+		json_string(j, f->name);
+		json_key(j, "kind");
+		json_string(j, pkind_name(f->kind));
+		json_key(j, "self");
+		json_uint(j, r->self[0]);
+		json_key(j, "total");
+		json_uint(j, r->total[0]);
+		json_object_end(j);
+	}
+	json_array_end(j);
+	json_object_end(j);
+}
+
+/* ---- command ----------------------------------------------------------- */
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (!*s || *end || errno || v < lo || v > UINT32_MAX || *s == '-')
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_opts o = { .limit = -1 };
+	static const struct option longopts[] = {
+		{ "json", no_argument, 0, 'j' },
+		{ "limit", required_argument, 0, 'n' },
+		{ "sort", required_argument, 0, 's' },
+		{ "pid", required_argument, 0, 'p' },
+		{ "tid", required_argument, 0, 't' },
+		{ "no-idle", no_argument, 0, 'I' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+	uint32_t v;
+	while ((c = getopt_long(argc, argv, "n:s:p:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			o.json = 1;
+			break;
+		case 'n':
+			if (parse_u32(optarg, 0, &v) || v > INT32_MAX) {
+				errorf("invalid --limit '%s': expected a number of rows (0 = all)", optarg);
+				return 2;
+			}
+			o.limit = (int)v;
+			break;
+		case 's':
+			if (!strcmp(optarg, "self"))
+				o.by_total = 0;
+			else if (!strcmp(optarg, "total"))
+				o.by_total = 1;
+			else {
+				errorf("invalid --sort '%s': expected self or total", optarg);
+				return 2;
+			}
+			break;
+		case 'p':
+			if (parse_u32(optarg, 1, &o.pid)) {
+				errorf("invalid --pid '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			if (parse_u32(optarg, 1, &o.tid)) {
+				errorf("invalid --tid '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 'I':
+			o.no_idle = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		default:
+			die_usage(usage_text);
+		}
+	}
+	if (optind != argc - 1) {
+		errorf(optind >= argc ? "no profile file given" : "too many arguments");
+		die_usage(usage_text);
+	}
+	o.path = argv[optind];
+	/* Tables default to 20 rows; JSON is for programs: everything. */
+	if (o.limit < 0)
+		o.limit = o.json ? 0 : 20;
+
+	char err[512];
+	struct profile *p = profile_load(o.path, NULL, err, sizeof(err));
+	if (!p) {
+		errorf("%s: %s", o.path, err);
+		return 1;
+	}
+	for (uint32_t i = 0; i < p->nwarnings; i++)
+		warnf("%s: %s", o.path, p->warnings[i]);
+	struct agg_filter f = { .pid = o.pid, .tid = o.tid, .exclude_idle = o.no_idle };
+	struct agg *a = profile_aggregate(p, &f, 0);
+	if (!a) {
+		errorf("%s: out of memory", o.path);
+		profile_free(p);
+		return 1;
+	}
+	if (o.by_total)
+		agg_sort(a, 0, 1);
+	if ((o.pid || o.tid) && a->nsamples == 0) {
+		int known = 0;
+		for (uint32_t t = 0; t < p->nthreads; t++)
+			known |= thread_selected(&p->threads[t], &o);
+		if (!known)
+			warnf("%s: no %s %u in this profile", o.path, o.tid ? "thread" : "process", o.tid ? o.tid : o.pid);
+	}
+	int rc = 0;
+	if (o.json) {
+		struct json j;
+		json_init(&j, stdout, 2);
+		report_json(p, a, &o, &j);
+		if (json_finish(&j)) {
+			errorf("writing the report failed");
+			rc = 1;
+		}
+	} else {
+		report_text(p, a, &o);
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		if (!rc)
+			errorf("writing the report failed: %s", strerror(errno));
+		rc = 1;
+	}
+	agg_free(a);
+	profile_free(p);
+	return rc;
+}

@@ -1,0 +1,104 @@
+/*
+ * profile-internal.h — loader state behind struct profile (p->in), shared
+ * by the files that implement profile.h: profile.c (ingesting records),
+ * stacks.c (turning a stack record into a call-tree node) and aggregate.c.
+ * Nothing outside src/lib/profile*.c, stacks.c and aggregate.c includes it.
+ */
+#ifndef STRATA_PROFILE_INTERNAL_H
+#define STRATA_PROFILE_INTERNAL_H
+
+#include "intern.h"
+#include "linetable.h"
+#include "profile.h"
+
+/* One REC_CODE of one stream: its function and decoded line table. */
+struct pcode {
+	uint32_t func;
+	struct linetable lt;
+};
+
+/* Per-stream state: code and stack indices are per stream, and sample
+ * times are a running sum of deltas from the process start. */
+struct pstream {
+	uint64_t id;
+	uint32_t proc;        /* index into p->procs, PNONE until known */
+	uint64_t clock;       /* CLOCK_MONOTONIC time of the last sample */
+	uint64_t drops;       /* sum of this stream's REC_DROPPED counts */
+};
+
+struct profile_internal {
+	struct load_opts opts;
+	struct strpool strs;
+	struct idmap func_map;      /* (kind, name, file, line, module) → func */
+	struct idmap frame_map;     /* (func, line, addr) → frame */
+	struct u64map node_map;     /* parent << 32 | frame → node */
+	struct u64map fl_map;       /* func << 32 | line → line-row key */
+	struct u64map stream_map;   /* stream id → index into streams */
+	struct u64map code_map;     /* stream index << 32 | code index → codes[] */
+	struct u64map stack_map;    /* stream index << 32 | stack index → node */
+	struct u64map thread_map;   /* process << 32 | tid → thread */
+	struct u64map pyframe_map;  /* code slot << 32 | lasti → frame: a line table
+	                             * is searched once per instruction seen */
+
+	struct pcode *codes;
+	uint32_t ncodes, cap_codes;
+	struct pstream *streams;
+	uint32_t nstreams, cap_streams;
+	uint64_t last_stream_id;    /* one-entry cache in front of stream_map */
+	uint32_t last_stream;
+
+	/* Per node, parallel to p->nodes: its function and line-row key, and
+	 * whether it is the outermost occurrence of each on its path. Total
+	 * cost is then the subtree cost of the outermost occurrences, which
+	 * counts a recursive function once per sample (aggregate.c). */
+	uint32_t *node_func, *node_fl;
+	uint8_t *node_first;        /* NODE_FIRST_* */
+	uint32_t cap_node_func, cap_node_fl, cap_node_first;
+
+	/* Stamps marking what the stack being converted has seen so far. */
+	uint32_t *func_stamp, *fl_stamp;
+	uint32_t cap_func_stamp, cap_fl_stamp, stamp;
+
+	/* Line rows: each frame's (func, line) key, and each key's parts. */
+	uint32_t *frame_fl;
+	uint32_t *fl_func, *fl_line;
+	uint32_t nfl, cap_fl_func, cap_fl_line, cap_frame_fl;
+
+	/* Array capacities (each array grows on its own). */
+	uint32_t cap_funcs, cap_frames, cap_nodes, cap_threads, cap_procs;
+	uint32_t cap_samples, cap_values;
+
+	int events_fixed;           /* samples exist: nevents can no longer change */
+	int have_session, have_session_end;
+	uint64_t first_time, last_time; /* over samples */
+	int have_time;
+
+	/* Problems found while interpreting records (the reader's own
+	 * diagnostics are added to the warnings separately). */
+	uint64_t bad_bodies;        /* records whose body did not decode */
+	uint64_t unknown_stacks;    /* samples naming a stack never seen */
+	uint64_t unknown_codes;     /* frames naming a code object never seen */
+	uint64_t orphan_records;    /* records of a stream whose REC_PROCESS is missing */
+	int oom;
+
+	uint32_t *scratch;          /* frames of the stack being converted */
+	uint32_t cap_scratch;
+};
+
+enum { NODE_FIRST_FUNC = 1, NODE_FIRST_LINE = 2 };
+
+/* Interning, shared with stacks.c. All return PNONE on OOM (in->oom set). */
+uint32_t profile_intern_func(struct profile *p, int kind, const char *name, const char *file,
+			     uint32_t line, const char *module);
+uint32_t profile_intern_frame(struct profile *p, uint32_t func, uint32_t line, uint64_t addr);
+/* `first` (NODE_FIRST_*) is recorded if the node is new; it depends only on
+ * the node's path, so it is the same for every stack that reaches it. */
+uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame, uint8_t first);
+/* A synthetic (PK_OTHER) function's frame, e.g. "[no Python frame]". */
+uint32_t profile_marker_frame(struct profile *p, const char *name);
+
+/* stacks.c: the call-tree node for one stack record of stream `st`. */
+struct rec_stack;
+uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r);
+
+#endif
