@@ -28,13 +28,17 @@ ASAN_LIB_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(UNIT_LIB_SRC))
 ASAN_CLI_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(CLI_SRC) $(EXPORT_SRC) src/lib/launch.c)
 ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 
+# Tests of agent pieces compile those sources in (the agent is a preloaded
+# library, not something the tests link against).
+test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
+
 # Sanitizer reports must fail the run, leaks included.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=86 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
 
 $(UNIT_DIR)/%: tests/unit/%.c $(UNIT_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -MMD -MP -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
+	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -MMD -MP -o $@ $< $($(*F)_EXTRA) $(UNIT_LIB_OBJ) $(CLI_LIBS)
 
 $(ASAN_DIR)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -42,7 +46,7 @@ $(ASAN_DIR)/obj/%.o: src/%.c
 
 $(ASAN_DIR)/%: tests/unit/%.c $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) $(CPPFLAGS) -O1 -g $(SAN_FLAGS) $(UNIT_DEFS) -MMD -MP -o $@ $< $(ASAN_LIB_OBJ) $(CLI_LIBS)
+	$(CC) -std=gnu11 $(WARN) $(CPPFLAGS) -O1 -g $(SAN_FLAGS) $(UNIT_DEFS) -MMD -MP -o $@ $< $($(*F)_EXTRA) $(ASAN_LIB_OBJ) $(CLI_LIBS)
 
 $(ASAN_DIR)/strata: $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ)
 	$(CC) -g $(SAN_FLAGS) -o $@ $^ $(CLI_LIBS)
