@@ -202,6 +202,16 @@ static void atfork_child(void)
 	sampler_start();
 }
 
+/* Signals whose default action ends the process while a flush is running. */
+static void termination_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGQUIT);
+}
+
 void agent_shutdown(int reason)
 {
 	/* In a vfork child the parent's memory is shared: touch nothing. */
@@ -209,18 +219,38 @@ void agent_shutdown(int reason)
 		return;
 	if (atomic_exchange(&agent.stopping, 1))
 		return;
+	/* A SIGTERM landing on this thread mid-flush would kill the process
+	 * with the stream unfinished (a pool worker leaving by os._exit just
+	 * as the pool terminates it). Hold such signals until the end is
+	 * written; the mask is restored because exec() would inherit it. */
+	sigset_t term, old;
+	termination_signals(&term);
+	pthread_sigmask(SIG_BLOCK, &term, &old);
 	sampler_stop();
 	triggers_set_enabled(0);
 	writer_stop_and_flush(reason);
+	atomic_store(&agent.finished, 1);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void agent_flush_before_death(int sig)
 {
 	(void)sig;
-	if (!agent.active || getpid() != agent.pid || atomic_exchange(&agent.stopping, 1))
+	if (!agent.active || getpid() != agent.pid)
 		return;
+	if (atomic_exchange(&agent.stopping, 1)) {
+		/* Another thread is ending the stream (it blocks these
+		 * signals, so it is not this one): let it finish. */
+		struct timespec ts = { 0, 5 * 1000000L };
+		for (int waited = 0; waited < 2000 && !atomic_load(&agent.finished); waited += 5)
+			nanosleep(&ts, NULL);
+		return;
+	}
 	atomic_store(&agent.sampling, 0);
-	writer_finish_urgent(300);
+	/* Normally a few milliseconds; the bound only matters if the writer
+	 * is stuck behind a lock this thread was interrupted holding. */
+	writer_finish_urgent(2000);
+	atomic_store(&agent.finished, 1);
 }
 
 /* exec() failed after agent_shutdown(END_EXEC): carry on in a new stream. */
@@ -230,6 +260,7 @@ void agent_resume(void)
 		return;
 	agent.stream = new_stream_id();
 	agent.stream_flags |= PROC_CONTINUED;
+	atomic_store(&agent.finished, 0);
 	atomic_store(&agent.stopping, 0);
 	if (writer_start() == 0) {
 		sampler_start();

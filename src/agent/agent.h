@@ -98,6 +98,7 @@ struct agent {
 
 	_Atomic int sampling;        /* handler records samples only when set */
 	_Atomic int stopping;        /* process teardown started */
+	_Atomic int finished;        /* teardown wrote the stream's end */
 	pthread_t writer, sampler;
 	int writer_running, sampler_running;
 

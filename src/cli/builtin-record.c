@@ -2,11 +2,14 @@
  * builtin-record.c — `strata record`: run a command with the agent
  * injected, wait for it, and summarise what was recorded.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "builtin.h"
 #include "../common/format.h"
@@ -75,6 +78,49 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 	}
 	}
 	return 0;
+}
+
+/* A process that exists and is not a zombie. */
+static int pid_alive(uint32_t pid)
+{
+	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+		return 0;
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Processes the command started may outlive it (a multiprocessing
+ * forkserver or resource tracker, a daemon): give those still writing a
+ * moment to finish their profiles, at most `ms` milliseconds. */
+static void wait_for_stragglers(const char *path, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 50) {
+		char err[256];
+		struct reader *r = reader_open(path, err, sizeof(err));
+		if (!r)
+			return;
+		int pending = 0;
+		if (reader_poll(r, 1, NULL, NULL, err, sizeof(err)) == 0) {
+			size_t n;
+			const struct reader_stream *st = reader_streams(r, &n);
+			for (size_t i = 0; i < n; i++)
+				if (!st[i].ended && st[i].pid && pid_alive(st[i].pid))
+					pending++;
+		}
+		reader_close(r);
+		if (!pending)
+			return;
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 }
 
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
@@ -165,6 +211,7 @@ int cmd_record(int argc, char **argv)
 	if (profile_finish(&l, st))
 		warnf("could not append the end of the session to %s", o.output);
 
+	wait_for_stragglers(l.output_abs, 2000);
 	struct summary s = { 0 };
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
 	if (!r) {
@@ -173,6 +220,7 @@ int cmd_record(int argc, char **argv)
 	}
 	if (reader_poll(r, 1, count_record, &s, err, sizeof(err)) < 0)
 		errorf("%s: %s", o.output, err);
+	reader_set_alive_check(r, pid_alive);
 	reader_report_diag(r, stderr, "strata: warning: ");
 	reader_close(r);
 

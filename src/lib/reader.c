@@ -19,7 +19,10 @@ struct reader {
 	struct reader_diag diag;
 	struct reader_stream *streams;
 	size_t nstreams, cap_streams;
+	int (*alive)(uint32_t pid);
 };
+
+void reader_set_alive_check(struct reader *r, int (*alive)(uint32_t pid)) { r->alive = alive; }
 
 static void set_err(char *err, size_t n, const char *msg)
 {
@@ -343,7 +346,10 @@ int reader_report_diag(const struct reader *r, FILE *out, const char *prefix)
 	}
 	for (size_t i = 0; i < r->nstreams; i++) {
 		const struct reader_stream *s = &r->streams[i];
-		if (!s->ended && s->pid) {
+		if (!s->ended && s->pid && r->alive && r->alive(s->pid)) {
+			fprintf(out, "%sprocess %u is still running: its profile up to now is included\n", prefix, s->pid);
+			lines++;
+		} else if (!s->ended && s->pid) {
 			fprintf(out, "%sprocess %u stopped without finishing its profile (killed, or still running): read up to its last whole chunk\n",
 				prefix, s->pid);
 			lines++;

@@ -69,4 +69,10 @@ const struct reader_stream *reader_streams(const struct reader *r, size_t *n);
  * `prefix` (e.g. "strata: warning: "). Returns the number of lines. */
 int reader_report_diag(const struct reader *r, FILE *out, const char *prefix);
 
+/* For a reader used while profiled processes may still run (strata record
+ * at the end of the command, the live view): alive(pid) tells whether an
+ * unfinished stream's process is still running, so diagnostics can say
+ * "still running" instead of "stopped without finishing". */
+void reader_set_alive_check(struct reader *r, int (*alive)(uint32_t pid));
+
 #endif
