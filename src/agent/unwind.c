@@ -84,6 +84,8 @@ static struct {
 	int scanned;
 	uint64_t vdso;
 	uint64_t table_bytes;
+	_Atomic int miss;           /* the handler met code outside every table */
+	uint64_t scan_ns;           /* time spent building tables */
 } U;
 
 /* ---- the handler side ----------------------------------------------------- */
@@ -149,6 +151,10 @@ int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uin
 		const struct uent *e = find_ent(snap, lpc);
 		const struct cfi_rules *ru = e ? cfi_lookup(e->t, lpc) : NULL;
 		if (!ru) {
+			/* Code in no table: most likely an object loaded since
+			 * the writer's last scan. Wake it now rather than in 10 ms. */
+			if (!e && !atomic_exchange_explicit(&U.miss, 1, memory_order_relaxed))
+				writer_poke();
 			*flags |= STACK_NATIVE_FAILED;
 			break;
 		}
@@ -571,12 +577,22 @@ static void put_module(struct wbuf *recs, struct uobj *o, int unloaded)
 	}
 }
 
+static unsigned count_objs(void)
+{
+	unsigned n = 0;
+	for (struct uobj *o = U.objs; o; o = o->next)
+		n += !o->gone;
+	return n;
+}
+
 int unwind_poll(struct wbuf *recs)
 {
 	unsigned long long c[2] = { 0, 0 };
 	dl_iterate_phdr(count_cb, c);
 	int changed = 0;
+	atomic_store(&U.miss, 0);
 	if (!U.scanned || c[0] != U.adds || c[1] != U.subs) {
+		uint64_t t0 = mono_ns();
 		struct objinfo *oi = malloc(sizeof(*oi));
 		if (!oi)
 			return -1;
@@ -596,6 +612,10 @@ int unwind_poll(struct wbuf *recs)
 		U.adds = c[0];
 		U.subs = c[1];
 		U.scanned = 1;
+		U.scan_ns += mono_ns() - t0;
+		if (getenv("STRATA_DEBUG_NATIVE"))
+			agent_log("native: %u objects, tables %llu KiB, %.1f ms building them so far",
+				  count_objs(), (unsigned long long)(U.table_bytes >> 10), U.scan_ns / 1e6);
 		if (changed) {
 			struct usnap *s = snap_build();
 			if (s) {

@@ -121,6 +121,12 @@ struct row {
 	uint32_t seq; /* insertion order: later FDEs win at the same address */
 };
 
+/* The rows one FDE produced: rows[first, first + n). */
+struct span {
+	uint64_t start;
+	size_t first, n;
+};
+
 struct builder {
 	struct row *rows;
 	size_t nrows, caprows;
@@ -130,15 +136,25 @@ struct builder {
 	uint32_t caphash;
 	int oom;
 	uint32_t nfdes, nunsupported;
+	struct span *fdes;
+	uint32_t capfdes;
 };
 
 static uint32_t rules_hash(const struct cfi_rules *r)
 {
+	/* Word at a time: this runs once per row of every object loaded. */
 	const uint8_t *b = (const uint8_t *)r;
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < sizeof(*r); i++)
-		h = (h ^ b[i]) * 16777619u;
-	return h;
+	uint64_t h = 0x9E3779B97F4A7C15ull;
+	size_t i = 0;
+	for (; i + 8 <= sizeof(*r); i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	for (; i < sizeof(*r); i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return (uint32_t)(h ^ (h >> 29));
 }
 
 static int rehash(struct builder *b, uint32_t cap)
@@ -315,7 +331,13 @@ static void emit_span(struct exec *x, uint64_t to)
 	if (x->loc >= x->end)
 		return;
 	x->st.cfa.signal_frame = x->cie->signal;
-	uint32_t r = intern_rules(x->b, &x->st);
+	/* Consecutive rows often return to an earlier state: try the last
+	 * interned one before hashing. */
+	uint32_t r;
+	if (x->last_rule != CFI_NO_RULE && !memcmp(&x->b->rules[x->last_rule], &x->st, sizeof(x->st)))
+		r = x->last_rule;
+	else
+		r = intern_rules(x->b, &x->st);
 	if (r != x->last_rule) {
 		add_row(x->b, x->loc, r);
 		x->last_rule = r;
@@ -626,6 +648,7 @@ static int do_fde(struct builder *b, struct cie_cache *cc, const struct cfi_sour
 	x->loc = start;
 	x->end = start + range;
 	x->last_rule = CFI_NO_RULE;
+	size_t first_row = b->nrows;
 	/* Before the CIE runs every register keeps its value; the CIE sets
 	 * the CFA and where the return address is. */
 	memset(&x->st, 0, sizeof(x->st));
@@ -638,7 +661,16 @@ static int do_fde(struct builder *b, struct cie_cache *cc, const struct cfi_sour
 		if (rc == 0) {
 			advance(x, x->end);
 			add_row(b, x->end, CFI_NO_RULE);
-			b->nfdes++;
+			if (b->nfdes == b->capfdes) {
+				uint32_t cap = b->capfdes ? b->capfdes * 2 : 256;
+				struct span *n = realloc(b->fdes, cap * sizeof(*n));
+				if (!n)
+					b->oom = 1;
+				else
+					b->fdes = n, b->capfdes = cap;
+			}
+			if (b->nfdes < b->capfdes)
+				b->fdes[b->nfdes++] = (struct span){ start, first_row, b->nrows - first_row };
 		}
 	}
 	free(x);
@@ -655,8 +687,25 @@ static int row_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static int rows_sorted(const struct row *r, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (row_cmp(&r[i - 1], &r[i]) > 0)
+			return 0;
+	return 1;
+}
+
 static void builder_free(struct builder *b)
 {
+	free(b->fdes);
 	free(b->rows);
 	free(b->rules);
 	free(b->hash);
@@ -680,7 +729,29 @@ static int finish(struct builder *b, struct cfi_table *t)
 	for (size_t i = 0; i < b->nrows; i++)
 		if (b->rows[i].rule == CFI_NO_RULE)
 			b->rows[i].seq = 0;
-	qsort(b->rows, b->nrows, sizeof(*b->rows), row_cmp);
+	/* Each FDE's rows are in order already; FDEs usually are too. If
+	 * not, order the FDEs (far fewer than rows) and concatenate; only
+	 * overlapping FDEs need a sort of all rows. */
+	qsort(b->fdes, b->nfdes, sizeof(*b->fdes), span_cmp);
+	if (!rows_sorted(b->rows, b->nrows)) {
+		struct row *n = malloc(b->nrows * sizeof(*n));
+		if (!n) {
+			builder_free(b);
+			return CFI_E_OOM;
+		}
+		size_t k = 0;
+		for (uint32_t i = 0; i < b->nfdes; i++) {
+			memcpy(n + k, b->rows + b->fdes[i].first, b->fdes[i].n * sizeof(*n));
+			k += b->fdes[i].n;
+		}
+		for (size_t i = 0; i < b->nrows; i++)
+			n[i].seq = n[i].rule == CFI_NO_RULE ? 0 : (uint32_t)i + 1;
+		free(b->rows);
+		b->rows = n;
+		b->nrows = k;
+		if (!rows_sorted(b->rows, b->nrows))
+			qsort(b->rows, b->nrows, sizeof(*b->rows), row_cmp);
+	}
 	uint64_t base = b->rows[0].pc, end = b->rows[b->nrows - 1].pc;
 	if (end - base > UINT32_MAX) {
 		builder_free(b);
@@ -688,9 +759,11 @@ static int finish(struct builder *b, struct cfi_table *t)
 	}
 	t->pc = malloc(b->nrows * sizeof(*t->pc));
 	t->rule = malloc(b->nrows * sizeof(*t->rule));
-	if (!t->pc || !t->rule) {
+	t->fde_pc = malloc((b->nfdes ? b->nfdes : 1) * sizeof(*t->fde_pc));
+	if (!t->pc || !t->rule || !t->fde_pc) {
 		free(t->pc);
 		free(t->rule);
+		free(t->fde_pc);
 		builder_free(b);
 		return CFI_E_OOM;
 	}
@@ -707,6 +780,8 @@ static int finish(struct builder *b, struct cfi_table *t)
 		n++;
 	}
 	t->nrows = n;
+	for (uint32_t i = 0; i < b->nfdes; i++)
+		t->fde_pc[i] = (uint32_t)(b->fdes[i].start - base);
 	t->base = base;
 	t->end = end;
 	t->rules = b->rules;
@@ -789,10 +864,40 @@ void cfi_table_free(struct cfi_table *t)
 	free(t->pc);
 	free(t->rule);
 	free(t->rules);
+	free(t->fde_pc);
 	memset(t, 0, sizeof(*t));
 }
 
 size_t cfi_table_bytes(const struct cfi_table *t)
 {
-	return (size_t)t->nrows * 8 + (size_t)t->nrules * sizeof(struct cfi_rules);
+	return (size_t)t->nrows * 8 + (size_t)t->nfdes * 4 + (size_t)t->nrules * sizeof(struct cfi_rules);
+}
+
+uint32_t cfi_rule_at(const struct cfi_table *t, uint64_t pc, int *fde_start)
+{
+	if (fde_start)
+		*fde_start = 0;
+	if (pc < t->base || pc >= t->end || !t->nrows)
+		return CFI_NO_RULE;
+	uint32_t rel = (uint32_t)(pc - t->base);
+	uint32_t lo = 0, hi = t->nrows;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (t->pc[mid] <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (fde_start) {
+		uint32_t a = 0, z = t->nfdes;
+		while (a < z) {
+			uint32_t mid = a + (z - a) / 2;
+			if (t->fde_pc[mid] < rel)
+				a = mid + 1;
+			else
+				z = mid;
+		}
+		*fde_start = a < t->nfdes && t->fde_pc[a] == rel;
+	}
+	return lo ? t->rule[lo - 1] : CFI_NO_RULE;
 }

@@ -76,7 +76,8 @@ struct cfi_table {
 	uint32_t *rule;       /* nrows */
 	uint32_t nrules;
 	struct cfi_rules *rules;
-	uint32_t nfdes;       /* FDEs compiled (statistics) */
+	uint32_t nfdes;       /* FDEs compiled */
+	uint32_t *fde_pc;     /* nfdes: where each FDE starts, ascending, relative to base */
 	uint32_t nunsupported;/* rows with an unsupported CFA or return-address rule */
 };
 
@@ -111,6 +112,10 @@ int cfi_build_section(struct cfi_table *t, const struct cfi_source *s, int is_de
 int cfi_build_eh_frame_hdr(struct cfi_table *t, const struct cfi_source *s, uint64_t hdr, uint32_t *bad);
 
 void cfi_table_free(struct cfi_table *t);
+
+/* The rule set index at pc (CFI_NO_RULE if none), and whether an FDE
+ * starts exactly there. For offline analysis of a table. */
+uint32_t cfi_rule_at(const struct cfi_table *t, uint64_t pc, int *fde_start);
 size_t cfi_table_bytes(const struct cfi_table *t);
 
 /* The rules that hold at `pc`, or NULL if no FDE covers it.

@@ -1,2 +1,4 @@
-unit:
+include tests/unit/native.mk
+
+unit: unit-native
 asan:
