@@ -209,13 +209,38 @@ static int same_frame(const struct cfi_rules *a, const struct cfi_rules *b)
 	return 1;
 }
 
+/* Whether the code at [lo, hi) of the file (in .text) has a near jump
+ * (jmp rel32 or jcc rel32) whose target is in [tlo, thi). */
+static int jumps_into(const uint8_t *text, uint64_t text_addr, uint64_t lo, uint64_t hi, uint64_t tlo, uint64_t thi)
+{
+	for (uint64_t a = lo; a + 6 <= hi; a++) {
+		const uint8_t *p = text + (a - text_addr);
+		int32_t rel;
+		uint64_t target;
+		if (p[0] == 0xe9) {
+			memcpy(&rel, p + 1, 4);
+			target = a + 5 + (uint64_t)(int64_t)rel;
+		} else if (p[0] == 0x0f && (p[1] & 0xf0) == 0x80) {
+			memcpy(&rel, p + 2, 4);
+			target = a + 6 + (uint64_t)(int64_t)rel;
+		} else {
+			continue;
+		}
+		if (target >= tlo && target < thi)
+			return 1;
+	}
+	return 0;
+}
+
 /* Finds the eval loop in CPython: its symbols, and when the object has no
  * .symtab (Debian strips it; only the exported _PyEval_EvalFrameDefault is
  * in .dynsym), its unnamed .cold part. gcc moves the eval loop's unlikely
  * paths into a separate FDE that starts with the hot part's frame already
  * set up: the only kind of function whose first instruction has a CFA
- * other than rsp+8. Such an FDE whose rules equal the ones that hold in
- * the body of the eval loop is its cold part. */
+ * other than rsp+8. An FDE like that, whose rules equal those that hold in
+ * the body of the eval loop, and that the eval loop jumps into, is its
+ * cold part. (The same frame layout alone is not enough: Debian's 3.11
+ * has two other functions with the same 352-byte frame.) */
 static void find_eval(struct symfile *f)
 {
 	int nsyms = dwfl_module_getsymtab(f->mod);
@@ -263,7 +288,11 @@ static void find_eval(struct symfile *f)
 		if (best_len * 2 > hot_hi - hot_lo)
 			break;
 	}
-	if (best != CFI_NO_RULE) {
+	struct elf_section tsec;
+	uint8_t *text = NULL;
+	if (elf_find_section(f->path, ".text", &tsec) == 0 && hot_lo >= tsec.addr && hot_hi <= tsec.addr + tsec.size)
+		text = elf_read_section(f->path, &tsec);
+	if (best != CFI_NO_RULE && text) {
 		const struct cfi_rules *body = &t.rules[best];
 		for (uint32_t i = 0; i < t.nfdes; i++) {
 			uint64_t lo = t.base + t.fde_pc[i];
@@ -280,9 +309,12 @@ static void find_eval(struct symfile *f)
 					hi = t.base + t.pc[j];
 					break;
 				}
-			add_eval(f, lo, hi);
+			if (lo >= tsec.addr && hi <= tsec.addr + tsec.size &&
+			    jumps_into(text, tsec.addr, hot_lo, hot_hi, lo, hi))
+				add_eval(f, lo, hi);
 		}
 	}
+	free(text);
 	cfi_table_free(&t);
 }
 
