@@ -36,6 +36,8 @@ CLI_SRC    = $(wildcard src/cli/*.c)
 AGENT_SRC  = $(wildcard src/agent/*.c)
 
 CLI_LIBS   = -lzstd -lm
+# --native symbolization: elfutils, and libstdc++'s demangler.
+CLI_LIBS  += -ldw -lelf -lstdc++
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))

@@ -31,7 +31,9 @@ STRATA = ROOT / "build" / "bin" / "strata"
 AGENT = ROOT / "build" / "lib" / "strata" / "libstrata-agent.so"
 WORKLOADS = {
     "calls": (ROOT / "bench" / "workloads" / "calls.py", ["50"]),
+    "numpy": (ROOT / "bench" / "workloads" / "numpy_sort_fft.py", ["40"]),
 }
+NSTACKS = ROOT / "build" / "tests" / "nstacks"
 
 
 def config_args(cfg):
@@ -58,6 +60,8 @@ def agent_env(cfg, out):
             opts["mode"] = v
         elif k == "paused":
             opts["paused"] = "1"
+        elif k == "native":
+            opts["native"] = "1"
         else:
             extra.append(item)
     env = dict(os.environ)
@@ -88,7 +92,13 @@ def profiled(python, script, args, cfg, tmp):
     else:  # before `report` existed: count sample records
         dump = subprocess.run([str(STRATA), "dump", str(out)], capture_output=True, text=True).stdout
         samples = int(dump.strip().splitlines()[-1].split()[0])
-    return cpu, out.stat().st_size, samples
+    failed = float("nan")
+    if "native" in cfg.split(",") and NSTACKS.exists():
+        # Share of samples whose native unwinding failed or was cut short.
+        last = subprocess.run([str(NSTACKS), str(out)], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        st = {k: int(v) for k, v in (kv.split("=") for kv in last[2:].split())}
+        failed = (st["failed"] + st["truncated"]) / max(1, st["native"])
+    return cpu, out.stat().st_size, samples, failed
 
 
 def main():
@@ -105,22 +115,26 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for cfg in configs:
-            ratios, plains, profs, bps = [], [], [], []
+            ratios, plains, profs, bps, fails = [], [], [], [], []
             for _ in range(a.runs):
                 plain = run_cpu([a.python, str(script)] + args)
-                prof, size, samples = profiled(a.python, script, args, cfg, tmp)
+                prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+                fails.append(failed)
                 plains.append(plain)
                 profs.append(prof)
                 ratios.append(prof / plain)
                 if samples:
                     bps.append(size / samples)
             rows.append((cfg, statistics.median(ratios), min(ratios), max(ratios), statistics.median(plains),
-                         statistics.median(profs), statistics.median(bps) if bps else float("nan")))
+                         statistics.median(profs), statistics.median(bps) if bps else float("nan"),
+                         statistics.median(fails)))
     print("workload `%s`, Python %s, %d pairs per row\n" % (a.workload, version, a.runs))
-    print("| config | CPU ratio (median) | min | max | plain CPU s | profiled CPU s | bytes/sample |")
-    print("|---|---|---|---|---|---|---|")
-    for cfg, med, lo, hi, pl, pr, b in rows:
-        print("| %s | %.3f | %.3f | %.3f | %.2f | %.2f | %.1f |" % (cfg, med, lo, hi, pl, pr, b))
+    print("| config | CPU ratio (median) | min | max | plain CPU s | profiled CPU s | bytes/sample "
+          "| native unwind failed |")
+    print("|---|---|---|---|---|---|---|---|")
+    for cfg, med, lo, hi, pl, pr, b, f in rows:
+        print("| %s | %.3f | %.3f | %.3f | %.2f | %.2f | %.1f | %s |" % (cfg, med, lo, hi, pl, pr, b,
+                                                                   "-" if f != f else "%.2f%%" % (100 * f)))
 
 
 if __name__ == "__main__":

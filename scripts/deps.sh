@@ -22,6 +22,10 @@ DEMO="python3-numpy python3-numba"
 # and npm come with the machine: Debian's npm package would fight them.)
 TEST="python3-pytest python3-venv clang libclang-rt-14-dev valgrind linux-perf tmux libdevel-nytprof-perl protobuf-compiler chromium"
 
+# --native (issue 4): libdw/libelf for symbols and the CFI tests, g++ for the
+# C++ symbolizer fixture (libstdc++'s demangler comes with it).
+BUILD="$BUILD g++"
+
 case "$what" in
 	build) pkgs="$BUILD" ;;
 	demo) pkgs="$BUILD $DEMO" ;;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "unwind.h"
 #include "../common/format.h"
 
 /* CPython minor versions src/agent/py/pyframes.c has accessors for (the
@@ -83,6 +84,8 @@ static void parse_options(struct agent_config *c, const char *s)
 	c->ring_size = 1u << 18;
 	c->flush_ms = 100;
 	c->paused = 0;
+	c->native = 0;
+	c->native_depth = 128;
 	while (s && *s) {
 		char key[32], val[64];
 		const char *eq = strchr(s, '='), *end = strchr(s, ',');
@@ -106,12 +109,17 @@ static void parse_options(struct agent_config *c, const char *s)
 				c->flush_ms = (int)v;
 			else if (!strcmp(key, "paused"))
 				c->paused = v != 0;
+			else if (!strcmp(key, "native"))
+				c->native = v != 0;
+			else if (!strcmp(key, "ndepth") && v >= 1 && v <= 1024)
+				c->native_depth = (unsigned)v;
 		}
 		s = *end ? end + 1 : end;
 	}
 	c->period_ns = 1000000000ull / c->rate_hz;
 	/* A Python frame record is 16 bytes; the ring must hold many deep samples. */
-	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe)))
+	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe) +
+				     (c->native ? c->native_depth * 8u : 0)))
 		c->ring_size *= 2;
 }
 
@@ -332,6 +340,16 @@ __attribute__((constructor)) static void agent_init(void)
 		}
 		agent.sampler_slot->trigger_fd = -1;
 		agent.sampler_slot->stat_fd = -1;
+	}
+	if (agent.cfg.native) {
+		/* Tables for everything loaded so far, before the first sample:
+		 * the writer keeps them current from here on. */
+		if (unwind_init() == 0) {
+			agent.stream_flags |= PROC_NATIVE;
+		} else {
+			agent_log("cannot read the loaded modules; native stacks are off");
+			agent.cfg.native = 0;
+		}
 	}
 	atomic_store(&agent.sampling, !agent.cfg.paused);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);

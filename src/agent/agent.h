@@ -14,6 +14,7 @@
  *   writer.c     the writer thread: drains rings, interns code objects and
  *                stacks, compresses and appends chunks to the output
  *   ring.c       per-thread SPSC sample rings
+ *   unwind.c     --native: module map, CFI tables, the in-handler unwinder
  *
  * Everything reached from the signal handler (struct tslot, the ring, the
  * config and pyapi pointers) is set up before the handler can run and is
@@ -44,6 +45,8 @@ struct agent_config {
 	uint32_t ring_size;  /* bytes per thread ring */
 	int flush_ms;        /* how often the writer appends a chunk */
 	int paused;          /* start with sampling off */
+	int native;          /* --native: unwind native stacks too */
+	unsigned native_depth; /* native frames per sample */
 	char output[4096];
 };
 
@@ -69,6 +72,10 @@ struct tslot {
 	sigjmp_buf guard_jb;
 	volatile sig_atomic_t guard_on;
 	void *tstate;                /* last PyThreadState seen (wall sampler reads it) */
+	/* The unwind-table snapshot the handler is using (unwind.c); the
+	 * writer frees no snapshot a slot holds. */
+	_Atomic(void *) unwind_hazard;
+	volatile int native_progress; /* frames stored so far, for a faulting unwind */
 
 	_Atomic uint64_t samples;    /* samples pushed */
 	_Atomic uint64_t dropped;    /* samples lost: ring full or faults */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "unwind.h"
 #include "../common/format.h"
 
 static int perf_exclude_kernel; /* set when the kernel only allows user-space counting */
@@ -164,12 +165,15 @@ void triggers_set_enabled(int on)
 /* Captures one sample of the thread whose PyThreadState is `tstate` (or the
  * calling thread's when tstate is NULL and `self` is set) into `ring`. The
  * guard state lives in `g`, the slot of the thread doing the reading. */
-static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate, int self,
+static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate, int self, const void *uc,
 		    uint32_t weight, uint8_t sample_flags, _Atomic uint64_t *dropped,
 		    _Atomic uint64_t *count)
 {
 	unsigned depth = agent.cfg.max_depth;
-	uint32_t max = (uint32_t)(sizeof(struct rsample) + depth * sizeof(struct strata_pyframe));
+	/* Native stacks only for a thread sampling itself: the registers come
+	 * from its own interrupted context. */
+	unsigned ndepth = agent.cfg.native && self && uc ? agent.cfg.native_depth : 0;
+	uint32_t max = (uint32_t)(sizeof(struct rsample) + depth * sizeof(struct strata_pyframe) + ndepth * 8u);
 	uint8_t *p = ring_reserve(ring, max);
 	if (!p) {
 		atomic_fetch_add_explicit(dropped, 1, memory_order_relaxed);
@@ -208,7 +212,27 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 	h->py_missing = missing;
 	if (missing)
 		h->stack_flags |= STACK_PY_TRUNCATED;
-	ring_commit(ring, (uint32_t)(sizeof(*h) + (uint32_t)n * sizeof(struct strata_pyframe)));
+	volatile int nn = 0;
+	if (ndepth) {
+		uint64_t *nat = (uint64_t *)(fr + n);
+		volatile uint8_t nflags = 0;
+		if (sigsetjmp(g->guard_jb, 0) == 0) {
+			g->guard_on = 1;
+			uint8_t f = 0;
+			nn = unwind_capture(g, uc, nat, (int)ndepth, &f);
+			nflags = f;
+			g->guard_on = 0;
+		} else {
+			/* A stack word was unreadable: keep the frames found so
+			 * far (unwind_capture stores as it goes). */
+			atomic_store_explicit(&g->unwind_hazard, NULL, memory_order_release);
+			nflags = STACK_NATIVE_FAILED;
+			nn = g->native_progress;
+		}
+		h->stack_flags |= nflags;
+		h->nnative = (uint16_t)nn;
+	}
+	ring_commit(ring, (uint32_t)(sizeof(*h) + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u));
 	atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
 }
 
@@ -219,7 +243,6 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
-	(void)uc;
 	int saved_errno = errno;
 	struct tslot *s = tls_slot;
 	int ours = 0;
@@ -248,7 +271,7 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		s->in_handler = 1;
 		if (atomic_load_explicit(&agent.sampling, memory_order_relaxed) &&
 		    !atomic_load_explicit(&agent.stopping, memory_order_relaxed))
-			capture(s, &s->ring, s->tid, NULL, 1, weight, 0, &s->dropped, &s->samples);
+			capture(s, &s->ring, s->tid, NULL, 1, uc, weight, 0, &s->dropped, &s->samples);
 		s->in_handler = 0;
 	}
 	if (s->trigger_fd >= 0 && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
@@ -338,7 +361,7 @@ static void *sampler_main(void *arg)
 			} else {
 				if (!s->tstate)
 					s->tstate = guarded_find_tstate(me, s->pthread);
-				capture(me, &me->ring, s->tid, s->tstate, 0, 1, SAMPLE_IDLE, &s->dropped, &s->samples);
+				capture(me, &me->ring, s->tid, s->tstate, 0, NULL, 1, SAMPLE_IDLE, &s->dropped, &s->samples);
 			}
 		}
 		pthread_mutex_unlock(&agent.reg_lock);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "unwind.h"
 #include "../common/format.h"
 
 /* ---- intern tables ---------------------------------------------------- */
@@ -593,6 +594,10 @@ static void report_drops(struct tslot *s)
 /* Drains every ring and retires exited threads. Caller holds W.lock. */
 static void drain_all(void)
 {
+	/* New native objects are announced before the samples that may
+	 * point into them. */
+	if (agent.cfg.native)
+		unwind_poll(&W.recs);
 	pthread_mutex_lock(&grave_lock);
 	W.dying = graveyard;
 	graveyard = NULL;
@@ -698,6 +703,8 @@ static void state_reset(void)
 	W.last_time = agent.start_ns;
 	W.last_flush = mono_ns();
 	W.failed = 0;
+	if (agent.cfg.native)
+		unwind_stream_reset();
 }
 
 static int start_thread(void)

@@ -141,6 +141,20 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		printf("dropped tid=%u count=%" PRIu64, dr.tid, dr.count);
 		break;
 	}
+	case REC_MODULE: {
+		struct rec_module m;
+		if (rec_get_module(body, &m))
+			goto bad;
+		printf("module %#" PRIx64 "-%#" PRIx64 " off=%#" PRIx64 " bias=%#" PRIx64 " flags=%#x build-id=",
+		       m.start, m.end, m.offset, m.bias, m.flags);
+		for (size_t i = 0; i < m.build_id_len; i++)
+			printf("%02x", m.build_id[i]);
+		printf("%s path=%s", m.build_id_len ? "" : "-", m.path);
+		if (m.image_len)
+			printf(" image=%zu bytes", m.image_len);
+		rec_free_module(&m);
+		break;
+	}
 	default:
 		printf("%s (type %" PRIu64 ", %zu bytes)", rec_type_name(type), type, rbuf_left(body));
 	}

@@ -31,6 +31,8 @@ static const char usage_text[] =
 	"      --max-depth N    Python frames kept per sample (default: 512); deeper\n"
 	"                       stacks keep their innermost N frames\n"
 	"      --paused         start with sampling off (see docs/ for turning it on)\n"
+	"      --native         record native (C/C++) frames too, merged with the Python\n"
+	"                       frames that called them (see docs/native.md)\n"
 	"  -q, --quiet          do not print the summary line\n"
 	"  -h, --help           show this help\n";
 
@@ -143,6 +145,7 @@ int cmd_record(int argc, char **argv)
 		{ "mode", required_argument, 0, 'm' },
 		{ "max-depth", required_argument, 0, 'D' },
 		{ "paused", no_argument, 0, 'P' },
+		{ "native", no_argument, 0, 'N' },
 		{ "quiet", no_argument, 0, 'q' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -178,6 +181,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'P':
 			o.paused = 1;
+			break;
+		case 'N':
+			o.native = 1;
 			break;
 		case 'q':
 			quiet = 1;

@@ -643,3 +643,58 @@ int rec_get_dropped(struct rbuf *b, struct rec_dropped *r)
 	r->count = rbuf_uv(b);
 	return b->err ? -1 : 0;
 }
+
+void rec_put_module(struct wbuf *b, const struct rec_module *r)
+{
+	BODY_BEGIN(b);
+	wbuf_uv(o, r->start);
+	wbuf_uv(o, r->end);
+	wbuf_uv(o, r->offset);
+	wbuf_uv(o, r->bias);
+	wbuf_uv(o, r->flags);
+	wbuf_str(o, r->path);
+	wbuf_bytes(o, r->build_id, r->build_id_len);
+	wbuf_bytes(o, r->image, r->image_len);
+	BODY_END(b, REC_MODULE);
+}
+
+void rec_free_module(struct rec_module *r)
+{
+	free(r->path);
+	free(r->build_id);
+	free(r->image);
+	memset(r, 0, sizeof(*r));
+}
+
+static uint8_t *dup_bytes(struct rbuf *b, size_t *n)
+{
+	const uint8_t *p = rbuf_bytes(b, n);
+	if (!p || !*n)
+		return NULL;
+	uint8_t *c = malloc(*n);
+	if (!c) {
+		b->err = 1;
+		*n = 0;
+		return NULL;
+	}
+	memcpy(c, p, *n);
+	return c;
+}
+
+int rec_get_module(struct rbuf *b, struct rec_module *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->start = rbuf_uv(b);
+	r->end = rbuf_uv(b);
+	r->offset = rbuf_uv(b);
+	r->bias = rbuf_uv(b);
+	r->flags = get_u32(b);
+	r->path = rbuf_strdup(b);
+	r->build_id = dup_bytes(b, &r->build_id_len);
+	r->image = dup_bytes(b, &r->image_len);
+	if (b->err || r->end < r->start || !r->path) {
+		rec_free_module(r);
+		return -1;
+	}
+	return 0;
+}

@@ -104,7 +104,7 @@ enum rec_type {
 	REC_PERFMAP = 15,     /* /tmp/perf-PID.map entries */
 	REC_EVENT_DESC = 16,  /* details of a recorded perf event */
 	REC_CONTROL = 17,     /* sampling paused / resumed */
-	REC_TYPE_MAX_KNOWN = 11, /* highest type this build decodes (bump as types land) */
+	REC_TYPE_MAX_KNOWN = 12, /* highest type this build decodes (bump as types land) */
 };
 const char *rec_type_name(uint64_t type);
 
@@ -246,6 +246,29 @@ struct rec_dropped {
 	uint64_t count;
 };
 
+enum module_flags {
+	MOD_MAIN = 1 << 0,      /* the program's executable */
+	MOD_VDSO = 1 << 1,      /* the kernel's vDSO: no file, `image` holds its ELF */
+	MOD_UNLOADED = 1 << 2,  /* the mapping went away (dlclose): forget this range */
+	MOD_NO_CFI = 1 << 3,    /* no unwind information: stacks through it stop there */
+};
+
+/* One executable mapping of a native object (--native). An object with
+ * several executable segments has one record per segment. A record with
+ * MOD_UNLOADED ends the life of the same range; a later record for an
+ * overlapping range describes a new object. */
+struct rec_module {
+	uint64_t start, end;    /* [start, end) in the process */
+	uint64_t offset;        /* file offset mapped at start */
+	uint64_t bias;          /* load bias: address - bias = address in the ELF file */
+	uint32_t flags;         /* MOD_* */
+	char *path;             /* absolute path, "[vdso]" for the vDSO */
+	uint8_t *build_id;
+	size_t build_id_len;
+	uint8_t *image;         /* the ELF image of an object that has no file (vDSO), else empty */
+	size_t image_len;
+};
+
 /* Encoders append one whole record (type, length, body) to `b`. */
 void rec_put_session(struct wbuf *b, const struct rec_session *r);
 void rec_put_session_end(struct wbuf *b, const struct rec_session_end *r);
@@ -258,6 +281,7 @@ void rec_put_code(struct wbuf *b, const struct rec_code *r);
 void rec_put_stack(struct wbuf *b, const struct rec_stack *r);
 void rec_put_sample(struct wbuf *b, const struct rec_sample *r);
 void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r);
+void rec_put_module(struct wbuf *b, const struct rec_module *r);
 /* Generic framing for record types encoded elsewhere: appends type, length and body. */
 void rec_put_raw(struct wbuf *b, uint32_t type, const void *body, size_t len);
 
@@ -279,6 +303,7 @@ int rec_get_code(struct rbuf *b, struct rec_code *r);
 int rec_get_stack(struct rbuf *b, struct rec_stack *r);
 int rec_get_sample(struct rbuf *b, struct rec_sample *r);
 int rec_get_dropped(struct rbuf *b, struct rec_dropped *r);
+int rec_get_module(struct rbuf *b, struct rec_module *r);
 
 void rec_free_session(struct rec_session *r);
 void rec_free_process(struct rec_process *r);
@@ -286,5 +311,6 @@ void rec_free_thread(struct rec_thread *r);
 void rec_free_thread_name(struct rec_thread_name *r);
 void rec_free_code(struct rec_code *r);
 void rec_free_stack(struct rec_stack *r);
+void rec_free_module(struct rec_module *r);
 
 #endif

@@ -154,8 +154,8 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 	else
 		snprintf(preload, sizeof(preload), "%s", agent);
 	char opts[256];
-	snprintf(opts, sizeof(opts), "mode=%s,rate=%u,depth=%u,paused=%d", o->mode == MODE_WALL ? "wall" : "cpu",
-		 o->rate_hz, o->max_depth, o->paused);
+	snprintf(opts, sizeof(opts), "mode=%s,rate=%u,depth=%u,paused=%d,native=%d",
+		 o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
 
 	/* The child reports a failed exec through a close-on-exec pipe: EOF
 	 * means the exec succeeded. */

@@ -17,6 +17,7 @@ struct launch_opts {
 	unsigned rate_hz;
 	unsigned max_depth;
 	int paused;
+	int native;               /* --native: native stacks too */
 	char **argv;             /* command to run */
 	int argc;
 };

@@ -16,7 +16,9 @@ UNIT_DIR  = $(BUILD)/unit
 ASAN_DIR  = $(BUILD)/asan
 FUZZ_DIR  = $(BUILD)/fuzz
 
-UNIT_TESTS   = $(wildcard tests/unit/test_*.c)
+# The --native tests take a fixture argument: native.mk runs them.
+NATIVE_UNIT_SRC = tests/unit/test_cfi.c tests/unit/test_merge.c tests/unit/test_symbols.c
+UNIT_TESTS   = $(filter-out $(NATIVE_UNIT_SRC),$(wildcard tests/unit/test_*.c))
 # launch.c needs the CLI (agent_dir); the tests do not launch anything.
 UNIT_LIB_SRC = $(COMMON_SRC) $(filter-out src/lib/launch.c,$(LIB_SRC))
 UNIT_DEFS    = -DSRCDIR='"$(CURDIR)"'
@@ -59,7 +61,9 @@ define run_tests
 	if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
 endef
 
-unit: $(UNIT_BINS) $(BIN)/strata
+include tests/unit/native.mk
+
+unit: $(UNIT_BINS) $(BIN)/strata unit-native
 	$(call run_tests,$(UNIT_BINS),)
 	tests/unit/report-cli.sh $(BIN)/strata
 	$(if $(FUZZ_IN_UNIT),$(MAKE) fuzz FUZZ_SECONDS=20)

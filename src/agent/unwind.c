@@ -1,0 +1,653 @@
+/*
+ * unwind.c — native stacks (--native): the map of loaded objects, their
+ * unwind tables, and the unwinding the signal handler does with them.
+ *
+ * Outside the handler (agent start, then every writer pass) the writer
+ * notices objects that appear or go away (dl_iterate_phdr's adds/subs
+ * counters; no dlopen interposition, which would change the caller that
+ * glibc resolves $ORIGIN and RPATH against), copies each new object's
+ * .eh_frame_hdr/.eh_frame out of memory with process_vm_readv (an object
+ * unloaded meanwhile makes the copy fail instead of faulting), compiles it
+ * with cfi.c, and publishes an immutable snapshot of all tables by a
+ * pointer swap. It also writes one REC_MODULE per executable mapping.
+ *
+ * In the handler (unwind_capture), the interrupted registers come from
+ * the ucontext; each step is two binary searches (object, then row) and
+ * the application of at most 17 register rules. Stack words are read with
+ * plain loads under the capture's fault guard, the CFA must grow at every
+ * step, and depth is capped: nothing can loop, lock or allocate.
+ *
+ * Retiring a snapshot: each thread's slot has a hazard pointer that the
+ * handler sets to the snapshot it is about to use (and re-checks that it is
+ * still current); the writer frees a replaced snapshot only once no slot
+ * holds it.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "unwind.h"
+#include "../common/cfi.h"
+#include "../common/elfsect.h"
+#include "../common/format.h"
+
+/* ---- objects and snapshots ----------------------------------------------- */
+
+#define MAX_SEGS 4
+
+struct uobj {
+	struct uobj *next;
+	uint64_t bias;
+	char *path;
+	uint32_t flags;             /* MOD_* */
+	uint8_t build_id[64];
+	size_t build_id_len;
+	uint8_t *image;             /* vDSO copy */
+	size_t image_len;
+	uint32_t nseg;
+	uint64_t seg_start[MAX_SEGS], seg_end[MAX_SEGS], seg_off[MAX_SEGS];
+	struct cfi_table cfi;
+	int has_cfi;
+	int present;                /* seen by the last scan */
+	int announced;              /* REC_MODULE written in the current stream */
+	int gone;                   /* unloaded: free when no snapshot uses it */
+	unsigned refs;              /* snapshots that point at it */
+};
+
+struct uent {
+	uint64_t start, end;
+	const struct cfi_table *t;
+};
+
+struct usnap {
+	struct usnap *next_retired;
+	uint32_t n;
+	struct uobj **objs;         /* for reference counting */
+	uint32_t nobjs;
+	struct uent e[];            /* sorted by start, disjoint */
+};
+
+static struct {
+	_Atomic(struct usnap *) cur;
+	struct usnap *retired;
+	struct uobj *objs;
+	unsigned long long adds, subs;
+	int scanned;
+	uint64_t vdso;
+	uint64_t table_bytes;
+	_Atomic int miss;           /* the handler met code outside every table */
+	uint64_t scan_ns;           /* time spent building tables */
+} U;
+
+/* ---- the handler side ----------------------------------------------------- */
+
+static const struct uent *find_ent(const struct usnap *s, uint64_t pc)
+{
+	uint32_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->e[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || pc >= s->e[lo - 1].end)
+		return NULL;
+	return &s->e[lo - 1];
+}
+
+/* Registers in DWARF numbering, from the ucontext's gregs. */
+static const int greg_of_dwarf[CFI_NREGS] = {
+	REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP,
+	REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP,
+};
+
+/* Callee-saved registers (SysV x86-64): the only ones whose "same value"
+ * rule still holds in the caller after a call. */
+#define CALLEE_SAVED ((1u << DW_RBX) | (1u << DW_RBP) | (1u << 12) | (1u << 13) | (1u << 14) | (1u << 15))
+
+static inline uint64_t load(uint64_t addr)
+{
+	/* Under the capture's fault guard: an unmapped address longjmps out. */
+	return *(volatile const uint64_t *)(uintptr_t)addr;
+}
+
+int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uint8_t *flags)
+{
+	struct usnap *snap;
+	/* Publish what we use before using it; retry if it was replaced in
+	 * between, so the writer never frees a snapshot we hold. */
+	do {
+		snap = atomic_load_explicit(&U.cur, memory_order_acquire);
+		atomic_store_explicit(&s->unwind_hazard, snap, memory_order_seq_cst);
+	} while (snap != atomic_load_explicit(&U.cur, memory_order_seq_cst));
+	if (!snap || max <= 0) {
+		atomic_store_explicit(&s->unwind_hazard, NULL, memory_order_release);
+		*flags |= STACK_NATIVE_FAILED;
+		return 0;
+	}
+	const ucontext_t *uc = ucv;
+	uint64_t r[CFI_NREGS], nr[CFI_NREGS];
+	uint32_t valid = (1u << CFI_NREGS) - 1, nvalid;
+	for (int i = 0; i < CFI_NREGS; i++)
+		r[i] = (uint64_t)uc->uc_mcontext.gregs[greg_of_dwarf[i]];
+
+	int n = 0;
+	int exact = 1; /* the pc is where execution is, not a return address */
+	out[n++] = r[DW_RA];
+	s->native_progress = n;
+	for (;;) {
+		uint64_t pc = r[DW_RA];
+		uint64_t lpc = exact ? pc : pc - 1; /* a call may be the last instruction of its function */
+		const struct uent *e = find_ent(snap, lpc);
+		const struct cfi_rules *ru = e ? cfi_lookup(e->t, lpc) : NULL;
+		if (!ru) {
+			/* Code in no table: most likely an object loaded since
+			 * the writer's last scan. Wake it now rather than in 10 ms. */
+			if (!e && !atomic_exchange_explicit(&U.miss, 1, memory_order_relaxed))
+				writer_poke();
+			*flags |= STACK_NATIVE_FAILED;
+			break;
+		}
+		uint64_t cfa;
+		switch (ru->cfa.kind) {
+		case CFA_REG:
+			if (!(valid & (1u << ru->cfa.reg)))
+				goto failed;
+			cfa = r[ru->cfa.reg] + (uint64_t)(int64_t)ru->cfa.off;
+			break;
+		case CFA_DEREF:
+			if (!(valid & (1u << ru->cfa.reg)))
+				goto failed;
+			cfa = load(r[ru->cfa.reg] + (uint64_t)(int64_t)ru->cfa.off);
+			break;
+		case CFA_PLT:
+			cfa = r[DW_RSP] + 8 + ((r[DW_RA] & 15) >= (uint64_t)ru->cfa.off ? 8 : 0);
+			break;
+		default:
+			goto failed;
+		}
+		nvalid = 0;
+		for (int i = 0; i < CFI_NREGS; i++) {
+			const struct cfi_reg *g = &ru->r[i];
+			switch (g->kind) {
+			case REG_SAME:
+				/* Other registers are clobbered by the call, unless
+				 * this is a signal frame, which restores them all by
+				 * explicit rules. */
+				if ((CALLEE_SAVED & (1u << i)) && (valid & (1u << i))) {
+					nr[i] = r[i];
+					nvalid |= 1u << i;
+				}
+				break;
+			case REG_AT_CFA:
+				nr[i] = load(cfa + (uint64_t)(int64_t)g->off);
+				nvalid |= 1u << i;
+				break;
+			case REG_VAL_CFA:
+				nr[i] = cfa + (uint64_t)(int64_t)g->off;
+				nvalid |= 1u << i;
+				break;
+			case REG_AT_REG:
+				if (valid & (1u << g->reg)) {
+					nr[i] = load(r[g->reg] + (uint64_t)(int64_t)g->off);
+					nvalid |= 1u << i;
+				}
+				break;
+			case REG_IN_REG:
+				if (valid & (1u << g->reg)) {
+					nr[i] = r[g->reg];
+					nvalid |= 1u << i;
+				}
+				break;
+			default:
+				break;
+			}
+		}
+		if (ru->r[DW_RA].kind == REG_UNDEF)
+			break; /* the outermost frame (_start, a thread's clone) */
+		if (!(nvalid & (1u << DW_RA)))
+			goto failed;
+		if (!(nvalid & (1u << DW_RSP)) || ru->r[DW_RSP].kind == REG_SAME) {
+			nr[DW_RSP] = cfa;
+			nvalid |= 1u << DW_RSP;
+		}
+		/* The stack only grows one way: a caller's frame is above its
+		 * callee's. A signal frame may switch stacks (sigaltstack). */
+		if (!ru->cfa.signal_frame && nr[DW_RSP] <= r[DW_RSP])
+			goto failed;
+		if (nr[DW_RA] == 0)
+			break; /* some runtimes end the chain with a null return address */
+		exact = ru->cfa.signal_frame;
+		memcpy(r, nr, sizeof(r));
+		valid = nvalid;
+		if (n >= max) {
+			*flags |= STACK_NATIVE_TRUNCATED;
+			break;
+		}
+		out[n++] = r[DW_RA];
+		s->native_progress = n;
+		continue;
+	failed:
+		*flags |= STACK_NATIVE_FAILED;
+		break;
+	}
+	atomic_store_explicit(&s->unwind_hazard, NULL, memory_order_release);
+	return n;
+}
+
+/* ---- building tables (writer) ---------------------------------------------- */
+
+/* A copy of [addr, addr + len) of this process, or NULL if unreadable. */
+static uint8_t *copy_mem(uint64_t addr, size_t len)
+{
+	uint8_t *b = malloc(len ? len : 1);
+	if (!b)
+		return NULL;
+	if (len && agent_safe_read(b, addr, len)) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+struct seginfo {
+	uint64_t vaddr, memsz, filesz, off;
+	uint32_t type, flags;
+};
+
+struct objinfo {
+	char name[4096];
+	uint64_t bias;
+	uint32_t nph;
+	struct seginfo ph[64];
+	const void *phdr_addr;
+};
+
+static int compile_from_memory(struct uobj *o, const struct objinfo *oi)
+{
+	uint64_t hdr = 0;
+	for (uint32_t i = 0; i < oi->nph; i++)
+		if (oi->ph[i].type == PT_GNU_EH_FRAME)
+			hdr = oi->bias + oi->ph[i].vaddr;
+	if (!hdr)
+		return -1;
+	/* .eh_frame_hdr and .eh_frame live in the same read-only segment. */
+	for (uint32_t i = 0; i < oi->nph; i++) {
+		const struct seginfo *p = &oi->ph[i];
+		uint64_t lo = oi->bias + p->vaddr;
+		if (p->type != PT_LOAD || hdr < lo || hdr >= lo + p->filesz)
+			continue;
+		uint8_t *copy = copy_mem(lo, p->filesz);
+		if (!copy)
+			return -1;
+		struct cfi_source src = { copy, p->filesz, lo, 0 };
+		int rc = cfi_build_eh_frame_hdr(&o->cfi, &src, hdr, NULL);
+		free(copy);
+		return rc == CFI_OK ? 0 : -1;
+	}
+	return -1;
+}
+
+/* For objects without an .eh_frame_hdr: the .eh_frame or .debug_frame
+ * section of the file. */
+static int compile_from_file(struct uobj *o)
+{
+	if (o->flags & MOD_VDSO)
+		return -1;
+	struct elf_section sec;
+	int debug = 0;
+	if (elf_find_section(o->path, ".eh_frame", &sec) != 0) {
+		if (elf_find_section(o->path, ".debug_frame", &sec) != 0)
+			return -1;
+		debug = 1;
+	}
+	uint8_t *data = elf_read_section(o->path, &sec);
+	if (!data)
+		return -1;
+	/* .eh_frame's pc-relative pointers resolve against where the section
+	 * is loaded; .debug_frame holds link-time addresses. */
+	struct cfi_source src = { data, sec.size, debug ? sec.addr : sec.addr + o->bias, debug ? o->bias : 0 };
+	int rc = cfi_build_section(&o->cfi, &src, debug, NULL);
+	free(data);
+	return rc == CFI_OK ? 0 : -1;
+}
+
+static void read_build_id(struct uobj *o, const struct objinfo *oi)
+{
+	for (uint32_t i = 0; i < oi->nph; i++) {
+		const struct seginfo *p = &oi->ph[i];
+		if (p->type != PT_NOTE || p->memsz > 65536)
+			continue;
+		uint8_t *n = copy_mem(oi->bias + p->vaddr, p->memsz);
+		if (!n)
+			continue;
+		size_t off = 0;
+		while (off + 12 <= p->memsz) {
+			uint32_t namesz, descsz, type;
+			memcpy(&namesz, n + off, 4);
+			memcpy(&descsz, n + off + 4, 4);
+			memcpy(&type, n + off + 8, 4);
+			size_t name_off = off + 12, desc_off = name_off + ((namesz + 3u) & ~3u);
+			size_t next = desc_off + ((descsz + 3u) & ~3u);
+			if (next > p->memsz || next <= off)
+				break;
+			if (type == NT_GNU_BUILD_ID && namesz == 4 && !memcmp(n + name_off, "GNU", 4) &&
+			    descsz <= sizeof(o->build_id)) {
+				memcpy(o->build_id, n + desc_off, descsz);
+				o->build_id_len = descsz;
+				free(n);
+				return;
+			}
+			off = next;
+		}
+		free(n);
+	}
+}
+
+static int is_vdso(const struct objinfo *oi)
+{
+	/* The vDSO's program headers are inside its image, at e_phoff. */
+	return U.vdso && (uint64_t)(uintptr_t)oi->phdr_addr == U.vdso + ((const ElfW(Ehdr) *)(uintptr_t)U.vdso)->e_phoff;
+}
+
+static struct uobj *obj_new(const struct objinfo *oi)
+{
+	struct uobj *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->bias = oi->bias;
+	if (is_vdso(oi)) {
+		o->flags |= MOD_VDSO;
+		o->path = strdup("[vdso]");
+	} else if (!oi->name[0]) {
+		char exe[4096];
+		ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		exe[l > 0 ? l : 0] = 0;
+		o->flags |= MOD_MAIN;
+		o->path = strdup(exe);
+	} else {
+		o->path = strdup(oi->name);
+	}
+	if (!o->path) {
+		free(o);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < oi->nph && o->nseg < MAX_SEGS; i++) {
+		const struct seginfo *p = &oi->ph[i];
+		if (p->type != PT_LOAD || !(p->flags & PF_X) || !p->memsz)
+			continue;
+		o->seg_start[o->nseg] = oi->bias + p->vaddr;
+		o->seg_end[o->nseg] = oi->bias + p->vaddr + p->memsz;
+		o->seg_off[o->nseg] = p->off;
+		o->nseg++;
+	}
+	read_build_id(o, oi);
+	if (o->flags & MOD_VDSO) {
+		/* The vDSO has no file: keep its image so the CLI can name its
+		 * functions. It is the span of its loadable segments. */
+		uint64_t hi = 0;
+		for (uint32_t i = 0; i < oi->nph; i++)
+			if (oi->ph[i].type == PT_LOAD && oi->ph[i].vaddr + oi->ph[i].filesz > hi)
+				hi = oi->ph[i].vaddr + oi->ph[i].filesz;
+		if (hi && hi <= (1u << 20) && (o->image = copy_mem(U.vdso, hi)))
+			o->image_len = hi;
+	}
+	o->has_cfi = compile_from_memory(o, oi) == 0 || compile_from_file(o) == 0;
+	if (!o->has_cfi)
+		o->flags |= MOD_NO_CFI;
+	else
+		U.table_bytes += cfi_table_bytes(&o->cfi);
+	return o;
+}
+
+static void obj_free(struct uobj *o)
+{
+	U.table_bytes -= o->has_cfi ? cfi_table_bytes(&o->cfi) : 0;
+	cfi_table_free(&o->cfi);
+	free(o->path);
+	free(o->image);
+	free(o);
+}
+
+/* ---- scanning ---------------------------------------------------------------- */
+
+struct scan {
+	struct objinfo *oi;
+	int changed;
+};
+
+static int count_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	unsigned long long *c = data;
+	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+		return -1;
+	c[0] = info->dlpi_adds;
+	c[1] = info->dlpi_subs;
+	return 1; /* the counters are the same in every entry */
+}
+
+/* The object an entry of dl_iterate_phdr is, if we know it already: same
+ * load bias and same name (the executable has an empty name, the vDSO is
+ * told by where its program headers are). */
+static struct uobj *find_obj(const struct objinfo *oi)
+{
+	uint32_t kind = is_vdso(oi) ? MOD_VDSO : !oi->name[0] ? MOD_MAIN : 0;
+	for (struct uobj *o = U.objs; o; o = o->next) {
+		if (o->gone || o->bias != oi->bias || (o->flags & (MOD_MAIN | MOD_VDSO)) != kind)
+			continue;
+		if (kind || !strcmp(o->path, oi->name))
+			return o;
+	}
+	return NULL;
+}
+
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	struct scan *sc = data;
+	struct objinfo *oi = sc->oi;
+	snprintf(oi->name, sizeof(oi->name), "%s", info->dlpi_name ? info->dlpi_name : "");
+	oi->bias = info->dlpi_addr;
+	oi->phdr_addr = info->dlpi_phdr;
+	oi->nph = 0;
+	for (int i = 0; i < info->dlpi_phnum && oi->nph < 64; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		oi->ph[oi->nph++] = (struct seginfo){ p->p_vaddr, p->p_memsz, p->p_filesz, p->p_offset, p->p_type,
+						      p->p_flags };
+	}
+	struct uobj *o = find_obj(oi);
+	if (o) {
+		o->present = 1;
+		return 0;
+	}
+	/* New: build it here, under the loader's lock, so it cannot be
+	 * unloaded half-read. The copy goes through process_vm_readv anyway. */
+	o = obj_new(oi);
+	if (!o)
+		return 0;
+	o->present = 1;
+	o->next = U.objs;
+	U.objs = o;
+	sc->changed = 1;
+	return 0;
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	const struct uent *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static struct usnap *snap_build(void)
+{
+	uint32_t nent = 0, nobj = 0;
+	for (struct uobj *o = U.objs; o; o = o->next)
+		if (!o->gone) {
+			nobj++;
+			if (o->has_cfi)
+				nent += o->nseg;
+		}
+	struct usnap *s = calloc(1, sizeof(*s) + nent * sizeof(struct uent));
+	if (!s)
+		return NULL;
+	s->objs = calloc(nobj ? nobj : 1, sizeof(*s->objs));
+	if (!s->objs) {
+		free(s);
+		return NULL;
+	}
+	for (struct uobj *o = U.objs; o; o = o->next) {
+		if (o->gone)
+			continue;
+		s->objs[s->nobjs++] = o;
+		o->refs++;
+		if (!o->has_cfi)
+			continue;
+		for (uint32_t i = 0; i < o->nseg; i++)
+			s->e[s->n++] = (struct uent){ o->seg_start[i], o->seg_end[i], &o->cfi };
+	}
+	qsort(s->e, s->n, sizeof(s->e[0]), ent_cmp);
+	return s;
+}
+
+static void snap_free(struct usnap *s)
+{
+	for (uint32_t i = 0; i < s->nobjs; i++)
+		s->objs[i]->refs--;
+	free(s->objs);
+	free(s);
+}
+
+/* Frees retired snapshots no handler holds, then unloaded objects no
+ * snapshot points at. */
+static void reclaim(void)
+{
+	struct usnap **pp = &U.retired;
+	pthread_mutex_lock(&agent.reg_lock);
+	while (*pp) {
+		struct usnap *s = *pp;
+		int held = 0;
+		for (struct tslot *t = agent.slots; t && !held; t = t->next)
+			held = atomic_load(&t->unwind_hazard) == s;
+		if (held) {
+			pp = &s->next_retired;
+			continue;
+		}
+		*pp = s->next_retired;
+		snap_free(s);
+	}
+	pthread_mutex_unlock(&agent.reg_lock);
+	struct uobj **op = &U.objs;
+	while (*op) {
+		struct uobj *o = *op;
+		if (o->gone && !o->refs) {
+			*op = o->next;
+			obj_free(o);
+		} else {
+			op = &o->next;
+		}
+	}
+}
+
+static void put_module(struct wbuf *recs, struct uobj *o, int unloaded)
+{
+	for (uint32_t i = 0; i < o->nseg; i++) {
+		struct rec_module m = {
+			.start = o->seg_start[i],
+			.end = o->seg_end[i],
+			.offset = o->seg_off[i],
+			.bias = o->bias,
+			.flags = o->flags | (unloaded ? MOD_UNLOADED : 0),
+			.path = o->path,
+			.build_id = o->build_id,
+			.build_id_len = o->build_id_len,
+			.image = unloaded ? NULL : o->image,
+			.image_len = unloaded ? 0 : o->image_len,
+		};
+		rec_put_module(recs, &m);
+	}
+}
+
+static unsigned count_objs(void)
+{
+	unsigned n = 0;
+	for (struct uobj *o = U.objs; o; o = o->next)
+		n += !o->gone;
+	return n;
+}
+
+int unwind_poll(struct wbuf *recs)
+{
+	unsigned long long c[2] = { 0, 0 };
+	dl_iterate_phdr(count_cb, c);
+	int changed = 0;
+	atomic_store(&U.miss, 0);
+	if (!U.scanned || c[0] != U.adds || c[1] != U.subs) {
+		uint64_t t0 = mono_ns();
+		struct objinfo *oi = malloc(sizeof(*oi));
+		if (!oi)
+			return -1;
+		for (struct uobj *o = U.objs; o; o = o->next)
+			o->present = 0;
+		struct scan sc = { oi, 0 };
+		dl_iterate_phdr(scan_cb, &sc);
+		free(oi);
+		changed = sc.changed;
+		for (struct uobj *o = U.objs; o; o = o->next)
+			if (!o->gone && !o->present) {
+				o->gone = 1;
+				changed = 1;
+				if (o->announced && recs)
+					put_module(recs, o, 1);
+			}
+		U.adds = c[0];
+		U.subs = c[1];
+		U.scanned = 1;
+		U.scan_ns += mono_ns() - t0;
+		if (getenv("STRATA_DEBUG_NATIVE"))
+			agent_log("native: %u objects, tables %llu KiB, %.1f ms building them so far",
+				  count_objs(), (unsigned long long)(U.table_bytes >> 10), U.scan_ns / 1e6);
+		if (changed) {
+			struct usnap *s = snap_build();
+			if (s) {
+				struct usnap *old = atomic_exchange(&U.cur, s);
+				if (old) {
+					old->next_retired = U.retired;
+					U.retired = old;
+				}
+			}
+		}
+	}
+	if (recs)
+		for (struct uobj *o = U.objs; o; o = o->next)
+			if (!o->gone && !o->announced) {
+				put_module(recs, o, 0);
+				o->announced = 1;
+			}
+	if (U.retired)
+		reclaim();
+	return changed;
+}
+
+void unwind_stream_reset(void)
+{
+	for (struct uobj *o = U.objs; o; o = o->next)
+		o->announced = 0;
+}
+
+int unwind_init(void)
+{
+	U.vdso = getauxval(AT_SYSINFO_EHDR);
+	return unwind_poll(NULL) < 0 ? -1 : 0;
+}
+
+uint64_t unwind_table_bytes(void) { return U.table_bytes; }

@@ -1,0 +1,37 @@
+/*
+ * unwind.h — native stack unwinding for --native (see unwind.c): the
+ * writer-side upkeep of unwind tables and module records, and the capture
+ * the signal handler calls.
+ */
+#ifndef STRATA_UNWIND_H
+#define STRATA_UNWIND_H
+
+#include <stdint.h>
+
+#include "../common/wire.h"
+
+struct tslot;
+
+/* Scans the loaded objects and builds their tables; called once before
+ * sampling starts. Returns 0 or -1. */
+int unwind_init(void);
+
+/* Writer pass: notices objects loaded or unloaded since the last call,
+ * publishes new tables, appends REC_MODULE records for objects not yet
+ * announced in this stream to `recs` (when not NULL), and frees tables no
+ * handler can still be using. Returns 1 if the set changed, 0, or -1. */
+int unwind_poll(struct wbuf *recs);
+
+/* A new stream starts (fork child, resumed exec): announce every object again. */
+void unwind_stream_reset(void);
+
+/* Handler: unwinds the interrupted context `uc` of the calling thread into
+ * out[0..max) (out[0] is the interrupted pc, the rest return addresses),
+ * setting STACK_NATIVE_* in *flags when it stops early. Must run under the
+ * capture's fault guard. Returns the number of addresses stored. */
+int unwind_capture(struct tslot *s, const void *uc, uint64_t *out, int max, uint8_t *flags);
+
+/* Memory the compiled tables take (bench and diagnostics). */
+uint64_t unwind_table_bytes(void);
+
+#endif

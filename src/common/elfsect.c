@@ -1,0 +1,84 @@
+/*
+ * elfsect.c — see elfsect.h. Every offset from the file is checked against
+ * the file's size before it is used.
+ */
+#include "elfsect.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(fd, (uint8_t *)buf + done, n - done, (off_t)(off + done));
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int elf_find_section(const char *path, const char *name, struct elf_section *s)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = -1;
+	char *names = NULL;
+	Elf64_Shdr *sh = NULL;
+	struct stat st;
+	Elf64_Ehdr eh;
+	if (fstat(fd, &st) || pread_all(fd, &eh, sizeof(eh), 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || !eh.e_shnum ||
+	    eh.e_shstrndx >= eh.e_shnum)
+		goto out;
+	uint64_t size = (uint64_t)st.st_size;
+	if (eh.e_shoff > size || (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > size - eh.e_shoff)
+		goto out;
+	sh = malloc((size_t)eh.e_shnum * sizeof(*sh));
+	if (!sh || pread_all(fd, sh, (size_t)eh.e_shnum * sizeof(*sh), eh.e_shoff))
+		goto out;
+	const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
+	if (strs->sh_offset > size || strs->sh_size > size - strs->sh_offset || strs->sh_size > (1u << 24))
+		goto out;
+	names = malloc(strs->sh_size + 1);
+	if (!names || pread_all(fd, names, strs->sh_size, strs->sh_offset))
+		goto out;
+	names[strs->sh_size] = 0;
+	for (unsigned i = 0; i < eh.e_shnum; i++) {
+		if (sh[i].sh_name >= strs->sh_size || strcmp(names + sh[i].sh_name, name))
+			continue;
+		if (sh[i].sh_type == SHT_NOBITS || sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset)
+			break;
+		s->addr = sh[i].sh_addr;
+		s->offset = sh[i].sh_offset;
+		s->size = sh[i].sh_size;
+		s->type = sh[i].sh_type;
+		rc = 0;
+		break;
+	}
+out:
+	free(names);
+	free(sh);
+	close(fd);
+	return rc;
+}
+
+uint8_t *elf_read_section(const char *path, const struct elf_section *s)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	uint8_t *b = malloc(s->size ? s->size : 1);
+	if (b && pread_all(fd, b, s->size, s->offset)) {
+		free(b);
+		b = NULL;
+	}
+	close(fd);
+	return b;
+}

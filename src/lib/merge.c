@@ -1,0 +1,77 @@
+/*
+ * merge.c — see merge.h.
+ */
+#include "merge.h"
+
+#include <string.h>
+
+#include "../common/format.h"
+
+int merge_is_eval_name(const char *name)
+{
+	static const char eval[] = "_PyEval_EvalFrameDefault";
+	size_t n = sizeof(eval) - 1;
+	/* gcc names split-off parts NAME.cold, NAME.part.N, NAME.isra.N... */
+	return name && !strncmp(name, eval, n) && (name[n] == 0 || name[n] == '.');
+}
+
+uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_native *nat, uint32_t nnative,
+		     int native_complete, int keep_interpreter, struct merge_frame *out, struct merge_stats *st)
+{
+	struct merge_stats s = { 0 };
+	uint32_t n = 0;
+	/* Chunks: [start, end) runs of Python frames, leaf first, each ending
+	 * with an entry frame (or the last frame). */
+	uint32_t next_py = 0;
+	for (uint32_t i = 0; i < npy; i++)
+		if ((pyflags[i] & PYF_ENTRY) || i + 1 == npy)
+			s.chunks++;
+	if (nnative == 0) {
+		for (uint32_t i = 0; i < npy; i++)
+			out[n++] = (struct merge_frame){ MERGE_PY, i };
+		if (st)
+			*st = s;
+		return n;
+	}
+	uint32_t last_py_out = UINT32_MAX; /* position in out after the outermost Python frame placed */
+	for (uint32_t k = 0; k < nnative; k++) {
+		if (nat[k].eval) {
+			s.evals++;
+			if (next_py < npy) {
+				while (next_py < npy) {
+					uint32_t f = next_py++;
+					out[n++] = (struct merge_frame){ MERGE_PY, f };
+					if (pyflags[f] & PYF_ENTRY)
+						break;
+				}
+				last_py_out = n;
+			}
+			if (keep_interpreter)
+				out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
+			continue;
+		}
+		if (nat[k].interpreter && !keep_interpreter)
+			continue;
+		out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
+	}
+	if (next_py < npy) {
+		/* Activations the native stack does not show (it was cut short,
+		 * or an eval part could not be recognised): the remaining
+		 * Python frames are outer frames, so they go at the root. */
+		for (uint32_t i = next_py; i < npy; i++)
+			if ((pyflags[i] & PYF_ENTRY) || i + 1 == npy)
+				s.unplaced++;
+		if (native_complete)
+			s.mismatch = 1;
+		for (; next_py < npy; next_py++)
+			out[n++] = (struct merge_frame){ MERGE_PY, next_py };
+		last_py_out = n;
+	}
+	/* Below the outermost Python frame is the runtime starting up
+	 * (_start, Py_RunMain, a thread's clone): not the program's code. */
+	if (!keep_interpreter && last_py_out != UINT32_MAX)
+		n = last_py_out;
+	if (st)
+		*st = s;
+	return n;
+}

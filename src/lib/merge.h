@@ -1,0 +1,54 @@
+/*
+ * merge.h — one sample's Python frames and native frames merged into the
+ * stack that really ran.
+ *
+ * Each activation of CPython's eval loop (_PyEval_EvalFrameDefault, and
+ * its .cold parts) is replaced by the Python frames it was running: on
+ * 3.11+ one activation runs the frames from the innermost one up to and
+ * including the next frame marked PYF_ENTRY (entered from C); before 3.11
+ * every frame is an entry frame. Python -> C -> Python -> C stacks thus
+ * interleave in their true order. CPython's other frames (call machinery,
+ * builtins compiled into the interpreter) and the native frames outside the
+ * outermost Python frame (_start, thread start-up) are hidden unless
+ * keep_interpreter is set.
+ *
+ * The merge is pure: callers say which native frames are eval activations
+ * and which belong to the interpreter (symbols.c knows), so it is tested
+ * without any file.
+ */
+#ifndef STRATA_MERGE_H
+#define STRATA_MERGE_H
+
+#include <stdint.h>
+
+struct merge_native {
+	int eval;         /* an activation of the eval loop */
+	int interpreter;  /* CPython's own code (eval included) */
+};
+
+enum merge_kind { MERGE_PY = 0, MERGE_NATIVE = 1 };
+
+struct merge_frame {
+	uint8_t kind;     /* enum merge_kind */
+	uint32_t index;   /* into the Python or the native input array */
+};
+
+struct merge_stats {
+	uint32_t evals;       /* eval activations in the native stack */
+	uint32_t chunks;      /* runs of Python frames (one per activation) */
+	uint32_t unplaced;    /* chunks with no activation left: put at the root */
+	int mismatch;         /* chunks and activations disagree though unwinding completed */
+};
+
+/* Merges leaf-first inputs into out (room for npy + nnative frames),
+ * leaf first. `pyflags[i]` holds the PYF_* flags of Python frame i;
+ * `native_complete` says the native stack reached its outermost frame.
+ * With nnative == 0 the Python frames are returned as they are. Returns
+ * the number of frames stored. */
+uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_native *nat, uint32_t nnative,
+		     int native_complete, int keep_interpreter, struct merge_frame *out, struct merge_stats *st);
+
+/* Whether a function name is the eval loop or one of its split-off parts. */
+int merge_is_eval_name(const char *name);
+
+#endif

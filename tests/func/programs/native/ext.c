@@ -1,0 +1,46 @@
+/* A C extension for the --native tests: a hot C function called from a
+ * known Python line, and a C function that calls back into Python. Built
+ * by the tests with -g so that the profile can name ext.c lines. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *burn_c(PyObject *self, PyObject *arg)
+{
+	long n = PyLong_AsLong(arg);
+	volatile double x = 0;
+	for (long i = 0; i < n; i++)
+		x += (double)i * 0.5; /* HOT */
+	return PyFloat_FromDouble(x);
+}
+
+__attribute__((noinline)) static int call_into_python(PyObject *fn, long times)
+{
+	for (long i = 0; i < times; i++) {
+		PyObject *r = PyObject_CallNoArgs(fn); /* CALLBACK */
+		if (!r)
+			return -1;
+		Py_DECREF(r);
+	}
+	return 0;
+}
+
+static PyObject *call_back(PyObject *self, PyObject *args)
+{
+	PyObject *fn;
+	long times;
+	if (!PyArg_ParseTuple(args, "Ol", &fn, &times))
+		return NULL;
+	if (call_into_python(fn, times))
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+	{ "burn_c", burn_c, METH_O, "burn CPU in C" },
+	{ "call_back", call_back, METH_VARARGS, "call a Python function from C" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef mod = { PyModuleDef_HEAD_INIT, "strata_native_ext", NULL, -1, methods };
+
+PyMODINIT_FUNC PyInit_strata_native_ext(void) { return PyModule_Create(&mod); }

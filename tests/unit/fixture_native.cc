@@ -1,0 +1,29 @@
+// fixture_native.cc — a shared object with known functions for the
+// symbolizer and CFI unit tests: a C function whose line is marked, a C++
+// function whose mangled name must be demangled, and a function with a big
+// frame (its CFA offset is checked).
+#include <cstddef>
+
+extern "C" __attribute__((noinline)) int fixture_leaf(int n)
+{
+	volatile int x = 0;
+	for (int i = 0; i < n; i++)
+		x += i; // LEAF_LINE
+	return x;
+}
+
+namespace strata_fixture {
+struct Widget {
+	__attribute__((noinline)) int spin(int n);
+};
+int Widget::spin(int n) { return fixture_leaf(n) + 1; }
+} // namespace strata_fixture
+
+extern "C" __attribute__((noinline)) int fixture_bigframe(int n)
+{
+	volatile char buf[5000];
+	for (int i = 0; i < n && i < 5000; i++)
+		buf[i] = (char)i;
+	strata_fixture::Widget w;
+	return w.spin(n) + buf[n % 5000];
+}

@@ -1,0 +1,236 @@
+/*
+ * test_cfi.c — the CFI compiler (cfi.c) against elfutils' own reading of
+ * the same call frame information, on the fixture and on real system
+ * objects (the interpreter, libc, libm): at every row of our table the CFA
+ * rule and the rules of the return address and every callee-saved
+ * register must be what libdw says. Then the in-memory path (the
+ * .eh_frame_hdr of a loaded object, as the agent reads it) must give the
+ * same table as the file.
+ *
+ * usage: test_cfi FIXTURE.so
+ */
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/common/cfi.h"
+#include "../../src/common/elfsect.h"
+
+static int failures, checks;
+
+#define CHECK(c, ...)                                                         \
+	do {                                                                  \
+		checks++;                                                     \
+		if (!(c)) {                                                   \
+			if (failures++ < 20) {                                \
+				fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+				fprintf(stderr, __VA_ARGS__);                 \
+				fputc('\n', stderr);                          \
+			}                                                     \
+		}                                                             \
+	} while (0)
+
+static int load_file_table(const char *path, struct cfi_table *t)
+{
+	struct elf_section s;
+	if (elf_find_section(path, ".eh_frame", &s))
+		return -1;
+	uint8_t *d = elf_read_section(path, &s);
+	if (!d)
+		return -1;
+	struct cfi_source src = { d, s.size, s.addr, 0 };
+	uint32_t bad = 0;
+	int rc = cfi_build_section(t, &src, 0, &bad);
+	free(d);
+	CHECK(rc == CFI_OK, "%s: build failed (%d)", path, rc);
+	CHECK(bad == 0, "%s: %u malformed entries", path, bad);
+	return rc == CFI_OK ? 0 : -1;
+}
+
+/* Our rule for one register against libdw's location expression. */
+static int same_reg(const struct cfi_reg *r, int regno, Dwarf_Frame *fr)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t nops;
+	if (dwarf_frame_register(fr, regno, mem, &ops, &nops) != 0)
+		return r->kind == REG_UNSUPPORTED;
+	switch (r->kind) {
+	case REG_SAME:
+		/* libdw: same value, or (unmentioned, non-callee-saved) undefined. */
+		return nops == 0;
+	case REG_UNDEF:
+		return nops == 0 && ops != NULL;
+	case REG_AT_CFA:
+		if (r->off == 0)
+			return nops == 1 && ops[0].atom == DW_OP_call_frame_cfa;
+		return nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
+		       (int64_t)ops[1].number == r->off;
+	case REG_AT_REG:
+		/* DW_CFA_expression: libdw may put the CFA push the DWARF
+		 * spec implies in front of the expression. */
+		return nops >= 1 && ops[nops - 1].atom == DW_OP_breg0 + r->reg && (int64_t)ops[nops - 1].number == r->off;
+	default:
+		return 1; /* rare forms: not compared */
+	}
+}
+
+static void compare_with_libdw(const char *path)
+{
+	struct cfi_table t;
+	if (load_file_table(path, &t))
+		return;
+	CHECK(t.nunsupported * 100 <= t.nrows, "%s: %u of %u rows unsupported", path, t.nunsupported, t.nrows);
+	int fd = open(path, O_RDONLY);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	Dwarf_CFI *cfi = elf ? dwarf_getcfi_elf(elf) : NULL;
+	CHECK(cfi != NULL, "%s: libdw has no CFI", path);
+	uint32_t compared = 0;
+	static const int regs[] = { DW_RA, DW_RBX, DW_RBP, 12, 13, 14, 15 };
+	for (uint32_t i = 0; cfi && i < t.nrows; i++) {
+		if (t.rule[i] == CFI_NO_RULE)
+			continue;
+		uint64_t pc = t.base + t.pc[i];
+		const struct cfi_rules *ru = cfi_lookup(&t, pc);
+		Dwarf_Frame *fr = NULL;
+		if (dwarf_cfi_addrframe(cfi, pc, &fr) != 0) {
+			CHECK(0, "%s: libdw has no frame at %#lx where we have one", path, (unsigned long)pc);
+			continue;
+		}
+		Dwarf_Op *ops;
+		size_t nops;
+		if (dwarf_frame_cfa(fr, &ops, &nops) == 0 && ru->cfa.kind == CFA_REG) {
+			/* libdw writes DW_CFA_def_cfa as DW_OP_bregx reg, off. */
+			int same = nops == 1 && ((ops[0].atom == DW_OP_breg0 + ru->cfa.reg &&
+						  (int64_t)ops[0].number == ru->cfa.off) ||
+						 (ops[0].atom == DW_OP_bregx && ops[0].number == ru->cfa.reg &&
+						  (int64_t)ops[0].number2 == ru->cfa.off));
+			CHECK(same,
+			      "%s: CFA at %#lx: ours r%u%+d, libdw op %#x %ld", path, (unsigned long)pc, ru->cfa.reg,
+			      ru->cfa.off, nops ? ops[0].atom : 0, nops ? (long)ops[0].number : 0);
+		}
+		for (size_t k = 0; k < sizeof(regs) / sizeof(regs[0]); k++)
+			CHECK(same_reg(&ru->r[regs[k]], regs[k], fr), "%s: r%d at %#lx: ours kind %u off %d", path,
+			      regs[k], (unsigned long)pc, ru->r[regs[k]].kind, ru->r[regs[k]].off);
+		free(fr);
+		compared++;
+	}
+	CHECK(compared > 10, "%s: only %u rows compared", path, compared);
+	printf("test_cfi: %s: %u FDEs, %u rows, %u rule sets, %u rows compared with libdw\n", path, t.nfdes,
+	       t.nrows, t.nrules, compared);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	cfi_table_free(&t);
+}
+
+struct found {
+	const char *name;
+	uint64_t bias, hdr, seg, seglen;
+};
+
+static int find_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	struct found *f = data;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, f->name))
+		return 0;
+	f->bias = info->dlpi_addr;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME)
+			f->hdr = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type == PT_LOAD && f->hdr >= info->dlpi_addr + p->p_vaddr &&
+		    f->hdr < info->dlpi_addr + p->p_vaddr + p->p_filesz) {
+			f->seg = info->dlpi_addr + p->p_vaddr;
+			f->seglen = p->p_filesz;
+		}
+	}
+	return 1;
+}
+
+static void memory_matches_file(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW);
+	CHECK(h != NULL, "dlopen %s: %s", path, dlerror());
+	if (!h)
+		return;
+	const char *base = strrchr(path, '/');
+	struct found f = { base ? base + 1 : path, 0, 0, 0, 0 };
+	dl_iterate_phdr(find_cb, &f);
+	CHECK(f.hdr && f.seglen, "%s: no .eh_frame_hdr in memory", path);
+	struct cfi_table mem, file;
+	struct cfi_source src = { (const uint8_t *)(uintptr_t)f.seg, f.seglen, f.seg, 0 };
+	int rc = cfi_build_eh_frame_hdr(&mem, &src, f.hdr, NULL);
+	CHECK(rc == CFI_OK, "%s: in-memory build failed (%d)", path, rc);
+	if (rc == CFI_OK && load_file_table(path, &file) == 0) {
+		CHECK(mem.nrows == file.nrows && mem.nrules == file.nrules && mem.nfdes == file.nfdes,
+		      "memory %u rows/%u rules, file %u/%u", mem.nrows, mem.nrules, file.nrows, file.nrules);
+		for (uint32_t i = 0; i < file.nrows; i++) {
+			uint64_t pc = file.base + file.pc[i];
+			const struct cfi_rules *a = cfi_lookup(&file, pc), *b = cfi_lookup(&mem, pc + f.bias);
+			CHECK((!a && !b) || (a && b && !memcmp(a, b, sizeof(*a))), "rules differ at %#lx",
+			      (unsigned long)pc);
+		}
+		/* The big frame's body has a CFA more than 5000 bytes up. */
+		void *big = dlsym(h, "fixture_bigframe");
+		int seen = 0;
+		for (uint64_t a = (uint64_t)(uintptr_t)big; big && a < (uint64_t)(uintptr_t)big + 64; a++) {
+			const struct cfi_rules *r = cfi_lookup(&mem, a);
+			if (r && r->cfa.kind == CFA_REG && r->cfa.reg == DW_RSP && r->cfa.off > 5000)
+				seen = 1;
+		}
+		CHECK(seen, "no big-frame CFA in fixture_bigframe");
+		/* Outside every FDE there is no rule. */
+		CHECK(cfi_lookup(&mem, mem.base - 1) == NULL && cfi_lookup(&mem, mem.end) == NULL, "rule outside");
+		cfi_table_free(&file);
+	}
+	if (rc == CFI_OK)
+		cfi_table_free(&mem);
+}
+
+static void garbage_is_harmless(void)
+{
+	/* Random bytes and cut-off sections: never a crash, never a table
+	 * that claims rows it did not read. */
+	uint8_t buf[4096];
+	unsigned seed = 12345;
+	for (int round = 0; round < 200; round++) {
+		for (size_t i = 0; i < sizeof(buf); i++) {
+			seed = seed * 1103515245u + 12345u;
+			buf[i] = (uint8_t)(seed >> 16);
+		}
+		struct cfi_table t;
+		struct cfi_source src = { buf, (size_t)(seed % sizeof(buf)), 0x1000, 0 };
+		if (cfi_build_section(&t, &src, round & 1, NULL) == CFI_OK)
+			cfi_table_free(&t);
+		if (cfi_build_eh_frame_hdr(&t, &src, 0x1000 + (seed % 64), NULL) == CFI_OK)
+			cfi_table_free(&t);
+	}
+	checks++;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: test_cfi FIXTURE.so\n");
+		return 2;
+	}
+	elf_version(EV_CURRENT);
+	compare_with_libdw(argv[1]);
+	const char *sys[] = { "/usr/bin/python3.11", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6" };
+	for (size_t i = 0; i < sizeof(sys) / sizeof(sys[0]); i++)
+		if (access(sys[i], R_OK) == 0)
+			compare_with_libdw(sys[i]);
+	memory_matches_file(argv[1]);
+	garbage_is_harmless();
+	printf("test_cfi: %d passed, %d failed\n", checks - failures, failures);
+	return failures != 0;
+}

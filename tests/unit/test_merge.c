@@ -1,0 +1,113 @@
+/*
+ * test_merge.c — the merge of Python and native frames (merge.c) on
+ * hand-built stacks whose true order is known.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../../src/common/format.h"
+#include "../../src/lib/merge.h"
+
+static int failures, checks;
+
+#define CHECK(c)                                                                  \
+	do {                                                                      \
+		checks++;                                                         \
+		if (!(c)) {                                                       \
+			failures++;                                               \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+		}                                                                 \
+	} while (0)
+
+/* Renders a merged stack, leaf first, as "P0 N1 ..." */
+static void render(char *buf, size_t n, const struct merge_frame *f, uint32_t k)
+{
+	buf[0] = 0;
+	for (uint32_t i = 0; i < k; i++) {
+		size_t l = strlen(buf);
+		snprintf(buf + l, n - l, "%s%c%u", i ? " " : "", f[i].kind == MERGE_PY ? 'P' : 'N', f[i].index);
+	}
+}
+
+static void run(const char *name, const uint32_t *py, uint32_t npy, const struct merge_native *nat, uint32_t nn,
+		int complete, int keep, const char *want, int want_mismatch)
+{
+	struct merge_frame out[64];
+	struct merge_stats st;
+	uint32_t k = merge_stack(py, npy, nat, nn, complete, keep, out, &st);
+	char got[512];
+	render(got, sizeof(got), out, k);
+	checks++;
+	if (strcmp(got, want) || st.mismatch != want_mismatch) {
+		failures++;
+		fprintf(stderr, "%s: got \"%s\" (mismatch %d), want \"%s\" (mismatch %d)\n", name, got, st.mismatch,
+			want, want_mismatch);
+	}
+}
+
+#define E PYF_ENTRY
+#define EVAL { 1, 1 }
+#define INTERP { 0, 1 }
+#define C { 0, 0 }
+
+int main(void)
+{
+	/* Python a -> b (inlined call, one activation) -> C ext f -> libm g.
+	 * Native leaf first: g, f, PyObject_Call (interp), eval, main (interp), _start (C). */
+	{
+		uint32_t py[] = { 0, E };
+		struct merge_native nat[] = { C, C, INTERP, EVAL, INTERP, C };
+		run("py->c", py, 2, nat, 6, 1, 0, "N0 N1 P0 P1", 0);
+		run("py->c keep", py, 2, nat, 6, 1, 1, "N0 N1 N2 P0 P1 N3 N4 N5", 0);
+	}
+	/* Python x -> C call_back -> Python cb (own activation) -> C leaf.
+	 * Python frames leaf first: cb (entry), x (entry). */
+	{
+		uint32_t py[] = { E, E };
+		struct merge_native nat[] = { C, INTERP, EVAL, INTERP, C, INTERP, EVAL, INTERP, C };
+		run("callback", py, 2, nat, 9, 1, 0, "N0 P0 N4 P1", 0);
+	}
+	/* Sample in the eval loop itself: the leaf is the Python frame. */
+	{
+		uint32_t py[] = { 0, 0, E };
+		struct merge_native nat[] = { EVAL, INTERP, C };
+		run("in eval", py, 3, nat, 3, 1, 0, "P0 P1 P2", 0);
+	}
+	/* Unwinding failed after the first C frame: the Python frames go to
+	 * the root, no mismatch is claimed. */
+	{
+		uint32_t py[] = { 0, E };
+		struct merge_native nat[] = { C };
+		run("failed", py, 2, nat, 1, 0, 0, "N0 P0 P1", 0);
+	}
+	/* Complete unwinding but an activation was not recognised: the rest
+	 * of the Python frames go to the root, and the stack is flagged. */
+	{
+		uint32_t py[] = { E, E };
+		struct merge_native nat[] = { C, EVAL, INTERP, C };
+		run("mismatch", py, 2, nat, 4, 1, 0, "N0 P0 N3 P1", 1);
+	}
+	/* No native stack (not recorded, or an idle sample): Python only. */
+	{
+		uint32_t py[] = { 0, E };
+		run("python only", py, 2, NULL, 0, 0, 0, "P0 P1", 0);
+	}
+	/* Pre-3.11: every Python frame has its own activation. */
+	{
+		uint32_t py[] = { E, E, E };
+		struct merge_native nat[] = { C, EVAL, INTERP, EVAL, INTERP, EVAL, C };
+		run("3.10", py, 3, nat, 7, 1, 0, "N0 P0 P1 P2", 0);
+	}
+	/* A thread with no Python frame: its native frames are all there is. */
+	{
+		struct merge_native nat[] = { C, INTERP, C };
+		run("native thread", NULL, 0, nat, 3, 1, 0, "N0 N2", 0);
+	}
+	CHECK(merge_is_eval_name("_PyEval_EvalFrameDefault"));
+	CHECK(merge_is_eval_name("_PyEval_EvalFrameDefault.cold"));
+	CHECK(!merge_is_eval_name("_PyEval_EvalFrameDefaultX"));
+	CHECK(!merge_is_eval_name("PyEval_EvalFrame"));
+	CHECK(!merge_is_eval_name(NULL));
+	printf("test_merge: %d passed, %d failed\n", checks - failures, failures);
+	return failures != 0;
+}
