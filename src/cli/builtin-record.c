@@ -10,11 +10,14 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "builtin.h"
 #include "../common/format.h"
 #include "../lib/launch.h"
 #include "../lib/reader.h"
+#include "../lib/profile.h"
+#include "../export/export.h"
 
 static const char usage_text[] =
 	"usage: strata record [options] -- COMMAND [ARGS...]\n"
@@ -23,7 +26,11 @@ static const char usage_text[] =
 	"Python process it starts (children too). Exits with COMMAND's exit status.\n"
 	"\n"
 	"options:\n"
-	"  -o, --output FILE    write the profile to FILE (default: strata.out)\n"
+	"  -o, --output FILE    write the profile to FILE (default: strata.out, or\n"
+	"                       strata.EXT with -f)\n"
+	"  -f, --format FORMAT  convert the profile to FORMAT when the command ends\n"
+	"                       and write that to FILE (see strata convert --help)\n"
+	"      --raw FILE       with -f: also keep the .strata profile in FILE\n"
 	"  -F, --freq HZ        samples per second per thread (default: 1000)\n"
 	"      --mode MODE      cpu: sample each thread by its own CPU time (default)\n"
 	"                       wall: sample every thread by wall-clock time, marking\n"
@@ -139,8 +146,11 @@ int cmd_record(int argc, char **argv)
 {
 	struct launch_opts o = { .output = "strata.out", .mode = MODE_CPU, .rate_hz = 1000, .max_depth = 512 };
 	int quiet = 0;
+	const char *format = NULL, *raw = NULL, *output = NULL;
 	static const struct option longopts[] = {
 		{ "output", required_argument, 0, 'o' },
+		{ "format", required_argument, 0, 'f' },
+		{ "raw", required_argument, 0, 'R' },
 		{ "freq", required_argument, 0, 'F' },
 		{ "mode", required_argument, 0, 'm' },
 		{ "max-depth", required_argument, 0, 'D' },
@@ -152,10 +162,16 @@ int cmd_record(int argc, char **argv)
 	};
 	int c;
 	/* '+': stop at the first non-option, which begins the command. */
-	while ((c = getopt_long(argc, argv, "+o:F:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:F:f:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			o.output = optarg;
+			output = optarg;
+			break;
+		case 'f':
+			format = optarg;
+			break;
+		case 'R':
+			raw = optarg;
 			break;
 		case 'F':
 			if (parse_uint(optarg, 1, 100000, &o.rate_hz)) {
@@ -202,15 +218,59 @@ int cmd_record(int argc, char **argv)
 	o.argv = argv + optind;
 	o.argc = argc - optind;
 
+	/* With -f, -o names the converted output; the .strata profile goes to
+	 * --raw FILE, or to a temporary file removed after the conversion. */
+	const struct exporter *ex = NULL;
+	static char tmp_raw[4096];
+	if (format) {
+		if (!(ex = convert_find(format)))
+			return 2;
+		static char def_out[64];
+		snprintf(def_out, sizeof(def_out), "strata%s", ex->extension);
+		if (!output)
+			output = def_out;
+		if (raw) {
+			o.output = raw;
+		} else {
+			const char *td = getenv("TMPDIR");
+			snprintf(tmp_raw, sizeof(tmp_raw), "%s/strata-XXXXXX.strata", td && *td ? td : "/tmp");
+			int fd = mkstemps(tmp_raw, 7);
+			if (fd < 0) {
+				errorf("cannot create a temporary profile in /tmp: %s", strerror(errno));
+				return 2;
+			}
+			close(fd);
+			o.output = tmp_raw;
+		}
+		/* Fail before running the command if the output cannot be written. */
+		FILE *t = fopen(output, "a");
+		if (!t) {
+			errorf("cannot write %s: %s", output, strerror(errno));
+			if (tmp_raw[0])
+				unlink(tmp_raw);
+			return 2;
+		}
+		fclose(t);
+	} else if (raw) {
+		errorf("--raw only makes sense with -f FORMAT");
+		return 2;
+	} else if (output) {
+		o.output = output;
+	}
+
 	char err[512];
 	struct launch l;
 	if (profile_create(&o, &l, err, sizeof(err))) {
 		errorf("%s", err);
+		if (tmp_raw[0])
+			unlink(tmp_raw);
 		return 2;
 	}
 	int code;
 	if (launch_start(&o, &l, &code, err, sizeof(err))) {
 		errorf("%s", err);
+		if (tmp_raw[0])
+			unlink(tmp_raw);
 		return code;
 	}
 	int st = launch_wait(&l);
@@ -222,6 +282,8 @@ int cmd_record(int argc, char **argv)
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
 	if (!r) {
 		errorf("%s: %s", o.output, err);
+		if (tmp_raw[0])
+			unlink(tmp_raw);
 		exit_like(st);
 	}
 	if (reader_poll(r, 1, count_record, &s, err, sizeof(err)) < 0)
@@ -234,6 +296,8 @@ int cmd_record(int argc, char **argv)
 		warnf("%u process(es) ran a Python without an agent build (%s) and were not profiled",
 		      s.unsupported, s.unsupported_versions);
 	if (s.processes == 0) {
+		if (tmp_raw[0])
+			unlink(tmp_raw);
 		if (s.unsupported)
 			errorf("nothing was profiled: no agent build for Python %s", s.unsupported_versions);
 		else
@@ -246,6 +310,22 @@ int cmd_record(int argc, char **argv)
 	if (!quiet)
 		fprintf(stderr, "strata: %llu samples, %u process%s, %u thread%s, %llu dropped -> %s\n",
 			(unsigned long long)s.samples, s.processes, s.processes == 1 ? "" : "es", s.threads,
-			s.threads == 1 ? "" : "s", (unsigned long long)s.dropped, o.output);
+			s.threads == 1 ? "" : "s", (unsigned long long)s.dropped, ex ? output : o.output);
+	if (ex) {
+		struct load_opts lo = { 0 };
+		struct profile *p = profile_load(l.output_abs, &lo, err, sizeof(err));
+		int rc = 1;
+		if (!p) {
+			errorf("%s: %s", o.output, err);
+		} else {
+			struct export_opts eo = { .title = p->command, .source = o.output };
+			rc = convert_to(p, ex, output, &eo);
+			profile_free(p);
+		}
+		if (tmp_raw[0])
+			unlink(tmp_raw);
+		if (rc && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			exit(1);
+	}
 	exit_like(st);
 }

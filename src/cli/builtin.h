@@ -6,9 +6,23 @@
 #ifndef STRATA_BUILTIN_H
 #define STRATA_BUILTIN_H
 
+#include <stdint.h>
+#include <stdio.h>
+
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+
+/* Conversion, shared by convert and record -f (builtin-convert.c). */
+struct exporter;
+struct export_opts;
+struct profile;
+const struct exporter *convert_find(const char *format);
+int convert_event(const struct profile *p, const char *name, uint32_t *event);
+int convert_to(const struct profile *p, const struct exporter *ex, const char *out_path,
+	       const struct export_opts *o);
+void convert_usage(FILE *out);
 
 /* Shared helpers (main.c). */
 void die_usage(const char *usage) __attribute__((noreturn));

@@ -1,0 +1,36 @@
+/*
+ * labels.c — frame labels shared by the exporters; see labels.h.
+ */
+#include "labels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *path_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
+size_t frame_label(const struct profile *p, uint32_t f, int flags, char *buf, size_t n)
+{
+	const struct pframe *fr = &p->frames[f];
+	const struct pfunc *fn = &p->funcs[fr->func];
+	const char *file = fn->file && *fn->file ? fn->file : NULL;
+	int len;
+	if (file && (flags & LABEL_BASENAME))
+		file = path_base(file);
+	if (fn->kind == PK_OTHER)
+		len = snprintf(buf, n, "%s", fn->name);
+	else if (file && fr->line && !(flags & LABEL_NO_LINE))
+		len = snprintf(buf, n, "%s (%s:%u)", fn->name, file, fr->line);
+	else if (file)
+		len = snprintf(buf, n, "%s (%s)", fn->name, file);
+	else if (fn->module)
+		len = snprintf(buf, n, "%s (%s)", fn->name, path_base(fn->module));
+	else
+		len = snprintf(buf, n, "%s", fn->name);
+	if (len < 0)
+		len = 0;
+	return (size_t)len < n ? (size_t)len : n - 1;
+}
