@@ -859,6 +859,75 @@ int cfi_build_eh_frame_hdr(struct cfi_table *t, const struct cfi_source *s, uint
 	return finish(&b, t);
 }
 
+static int range_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int cfi_fde_ranges(const struct cfi_source *s, int debug_frame, uint64_t (**out)[2], uint32_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	struct cie_cache *cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return CFI_E_OOM;
+	uint64_t(*r)[2] = NULL;
+	uint32_t cap = 0, k = 0;
+	size_t off = 0;
+	struct entry e;
+	while (read_entry(s, off, &e) == 1) {
+		off = (size_t)(e.end - s->data);
+		uint64_t cie_id = debug_frame ? (e.is64 ? ~0ull : 0xffffffffu) : 0;
+		if (e.id == cie_id)
+			continue;
+		size_t cie_off;
+		if (debug_frame)
+			cie_off = (size_t)e.id;
+		else if (e.id <= e.id_off)
+			cie_off = e.id_off - (size_t)e.id;
+		else
+			continue;
+		const struct cie *ci = get_cie(cc, s, cie_off, debug_frame);
+		if (!ci)
+			continue;
+		struct cur c = { e.body, e.end, 0 };
+		uint64_t start, range;
+		if (ci->addr_size) {
+			start = rd_u(&c, ci->addr_size) + s->bias;
+			range = rd_u(&c, ci->addr_size);
+		} else {
+			start = rd_enc(&c, s, ci->fde_enc, 0, 0) + s->bias;
+			range = rd_enc(&c, s, ci->fde_enc, 0, 1);
+		}
+		if (c.err || range == 0 || start + range < start)
+			continue;
+		if (k == cap) {
+			uint32_t nc = cap ? cap * 2 : 256;
+			uint64_t(*nr)[2] = realloc(r, nc * sizeof(*nr));
+			if (!nr) {
+				free(r);
+				free(cc);
+				return CFI_E_OOM;
+			}
+			r = nr;
+			cap = nc;
+		}
+		r[k][0] = start;
+		r[k][1] = start + range;
+		k++;
+	}
+	free(cc);
+	if (!k) {
+		free(r);
+		return CFI_E_EMPTY;
+	}
+	qsort(r, k, sizeof(*r), range_cmp);
+	*out = r;
+	*n = k;
+	return CFI_OK;
+}
+
 void cfi_table_free(struct cfi_table *t)
 {
 	free(t->pc);

@@ -113,6 +113,11 @@ int cfi_build_eh_frame_hdr(struct cfi_table *t, const struct cfi_source *s, uint
 
 void cfi_table_free(struct cfi_table *t);
 
+/* Where every FDE of a whole section starts and ends ([start, end) pairs
+ * sorted by start, in *out, freed by the caller), without running their
+ * programs: the function boundaries of an object with no symbols. */
+int cfi_fde_ranges(const struct cfi_source *s, int is_debug_frame, uint64_t (**out)[2], uint32_t *n);
+
 /* The rule set index at pc (CFI_NO_RULE if none), and whether an FDE
  * starts exactly there. For offline analysis of a table. */
 uint32_t cfi_rule_at(const struct cfi_table *t, uint64_t pc, int *fde_start);
