@@ -33,7 +33,6 @@ WORKLOADS = {
     "calls": (ROOT / "bench" / "workloads" / "calls.py", ["50"]),
     "numpy": (ROOT / "bench" / "workloads" / "numpy_sort_fft.py", ["40"]),
 }
-NSTACKS = ROOT / "build" / "tests" / "nstacks"
 
 
 def config_args(cfg):
@@ -87,17 +86,15 @@ def profiled(python, script, args, cfg, tmp):
                    capture_output=True)
     cpu = run_cpu([python, str(script)] + args, env=agent_env(cfg, out))
     rep = subprocess.run([str(STRATA), "report", "--json", str(out)], capture_output=True, text=True)
-    if rep.returncode == 0:
-        samples = json.loads(rep.stdout)["samples"]
-    else:  # before `report` existed: count sample records
-        dump = subprocess.run([str(STRATA), "dump", str(out)], capture_output=True, text=True).stdout
-        samples = int(dump.strip().splitlines()[-1].split()[0])
+    if rep.returncode != 0:
+        raise SystemExit("strata report failed: %s" % rep.stderr)
+    data = json.loads(rep.stdout)
+    samples = data["samples"]
     failed = float("nan")
-    if "native" in cfg.split(",") and NSTACKS.exists():
+    nat = data.get("native")
+    if nat:
         # Share of samples whose native unwinding failed or was cut short.
-        last = subprocess.run([str(NSTACKS), str(out)], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        st = {k: int(v) for k, v in (kv.split("=") for kv in last[2:].split())}
-        failed = (st["failed"] + st["truncated"]) / max(1, st["native"])
+        failed = (nat["failed"] + nat["truncated"]) / max(1, nat["samples"])
     return cpu, out.stat().st_size, samples, failed
 
 
