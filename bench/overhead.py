@@ -15,7 +15,8 @@ profile's size over its sample count.
     bench/overhead.py --python /root/.pyenv/versions/3.12.1/bin/python
 
 A configuration is a comma-separated list of `strata record` options
-without dashes: F=1000, mode=wall, native, paused ...
+without dashes: F=1000, mode=wall, native, paused ..., or agent options
+(ncompile=0: build every unwind table at load, as before lazy tables).
 """
 import argparse
 import json
@@ -35,10 +36,18 @@ WORKLOADS = {
 }
 
 
+# Agent options with no `strata record` flag (STRATA_OPTIONS only):
+# ncompile=N samples in an object before its unwind table is built (0: at
+# load), ndepth=N native frames per sample.
+AGENT_ONLY = {"ncompile", "ndepth"}
+
+
 def config_args(cfg):
     args = []
     for item in filter(None, cfg.split(",")):
         k, _, v = item.partition("=")
+        if k in AGENT_ONLY:
+            continue
         flag = ("-" if len(k) == 1 else "--") + k
         args += [flag, v] if v else [flag]
     return args

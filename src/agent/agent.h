@@ -47,6 +47,7 @@ struct agent_config {
 	int paused;          /* start with sampling off */
 	int native;          /* --native: unwind native stacks too */
 	unsigned native_depth; /* native frames per sample */
+	unsigned native_compile; /* samples in an object before its unwind table is built (0: at load) */
 	char output[4096];
 };
 
