@@ -86,7 +86,8 @@ static void parse_options(struct agent_config *c, const char *s)
 	c->paused = 0;
 	c->native = 0;
 	c->native_depth = 512; /* 3.8-3.10 run 4-6 native frames per Python frame */
-	c->native_compile = 8;
+	c->native_compile = 0;
+	c->native_compile_fixed = 0;
 	while (s && *s) {
 		char key[32], val[64];
 		const char *eq = strchr(s, '='), *end = strchr(s, ',');
@@ -114,8 +115,10 @@ static void parse_options(struct agent_config *c, const char *s)
 				c->native = v != 0;
 			else if (!strcmp(key, "ndepth") && v >= 1 && v <= 1024)
 				c->native_depth = (unsigned)v;
-			else if (!strcmp(key, "ncompile") && v <= 1000000)
+			else if (!strcmp(key, "ncompile") && v <= 1000000) {
 				c->native_compile = (unsigned)v;
+				c->native_compile_fixed = 1;
+			}
 		}
 		s = *end ? end + 1 : end;
 	}

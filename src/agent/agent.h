@@ -47,7 +47,9 @@ struct agent_config {
 	int paused;          /* start with sampling off */
 	int native;          /* --native: unwind native stacks too */
 	unsigned native_depth; /* native frames per sample */
-	unsigned native_compile; /* samples in an object before its unwind table is built (0: at load) */
+	unsigned native_compile; /* with native_compile_fixed: frames read in place before an
+	                          * object's unwind table is built (0: at load) */
+	int native_compile_fixed; /* else: as many frames as the object has FDEs */
 	char output[4096];
 };
 

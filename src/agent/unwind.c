@@ -9,16 +9,22 @@
  * snapshot of them by a pointer swap. It also writes one REC_MODULE per
  * executable mapping.
  *
- * Unwind tables are built lazily: an object's .eh_frame_hdr/.eh_frame is
- * copied out of memory with process_vm_readv (an object unloaded meanwhile
- * makes the copy fail instead of faulting) and compiled with cfi.c only
- * once samples have met it `ncompile` times (default 8). A process that
- * loads NumPy maps ~35 objects, most of which (OpenBLAS: 60 ms to compile)
- * a given program never samples in. Until then the handler reads the one
- * FDE it needs in place (cfi_eval_hdr: a binary search of .eh_frame_hdr
- * and one call frame program, no allocation), and code in an object loaded
- * since the last scan is found with glibc's _dl_find_object, which is
- * async-signal-safe: no sample fails for want of a table.
+ * Unwind tables are built lazily. Until an object has one, the handler
+ * reads the one FDE it needs in place (cfi_eval_hdr: a binary search of
+ * .eh_frame_hdr and one call frame program, no allocation), about 1 us per
+ * frame against 50 ns in a table; building a table costs about 1 us per
+ * FDE. So an object's table is built once a quarter as many frames have
+ * been read in place as it has FDEs (at least 8): an object the program
+ * keeps running in pays a quarter of its build cost in place first, one it
+ * only passes through while importing is never built. The table is built
+ * by copying the object's .eh_frame_hdr/.eh_frame out of memory
+ * with process_vm_readv (an object unloaded meanwhile makes the copy fail
+ * instead of faulting) and compiling it with cfi.c. A process that loads
+ * NumPy maps ~35 objects, most of which (OpenBLAS: 45 ms to compile) a
+ * program never spends time in, or only while importing. Code in an
+ * object loaded since the last scan is found with glibc's _dl_find_object,
+ * which is async-signal-safe, and read in place too: no sample fails for
+ * want of a table.
  *
  * In the handler (unwind_capture), the interrupted registers come from
  * the ucontext; each step is two binary searches (object, then row) and
@@ -70,6 +76,7 @@ struct uobj {
 	 * the handler reads in place until the table is built. 0 if none. */
 	uint64_t hdr, hdr_seg, hdr_seglen;
 	_Atomic uint32_t hits;      /* frames unwound through it without a table */
+	uint32_t compile_at;        /* ... before its table is built */
 	int compile_failed;
 	struct cfi_table cfi;
 	int has_cfi;                /* cfi is built */
@@ -107,6 +114,7 @@ static struct {
 	/* glibc >= 2.35, looked up at start so the handler never goes
 	 * through lazy PLT binding; NULL before 2.35. */
 	int (*find_object)(void *, struct dl_find_object *);
+	int debug;                  /* STRATA_DEBUG_NATIVE: log what tables cost */
 } U;
 
 /* ---- the handler side ----------------------------------------------------- */
@@ -181,8 +189,7 @@ int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uin
 						  e->o->hdr_seg, 0 };
 			if (cfi_eval_hdr(&src, e->o->hdr, lpc, &inplace) == 0)
 				ru = &inplace;
-			if (atomic_fetch_add_explicit(&e->o->hits, 1, memory_order_relaxed) + 1 ==
-			    agent.cfg.native_compile)
+			if (atomic_fetch_add_explicit(&e->o->hits, 1, memory_order_relaxed) + 1 == e->o->compile_at)
 				writer_poke();
 		} else {
 			/* Code in no object of the snapshot: most likely one
@@ -334,6 +341,18 @@ static void find_hdr(struct uobj *o, const struct objinfo *oi)
 		o->hdr = hdr;
 		o->hdr_seg = lo;
 		o->hdr_seglen = p->filesz;
+		uint8_t *h = copy_mem(hdr, 32 <= lo + p->filesz - hdr ? 32 : lo + p->filesz - hdr);
+		uint64_t count = 0;
+		if (h) {
+			struct cfi_source src = { h, 32 <= lo + p->filesz - hdr ? 32 : lo + p->filesz - hdr, hdr, 0 };
+			if (cfi_hdr_count(&src, hdr, &count))
+				count = 0;
+			free(h);
+		}
+		/* ncompile=N overrides the rule (0: build at load). */
+		count /= 4;
+		o->compile_at = agent.cfg.native_compile_fixed ? agent.cfg.native_compile
+				: count < 8 ? 8 : count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
 		return;
 	}
 }
@@ -413,10 +432,20 @@ static int is_vdso(const struct objinfo *oi)
 	return U.vdso && (uint64_t)(uintptr_t)oi->phdr_addr == U.vdso + ((const ElfW(Ehdr) *)(uintptr_t)U.vdso)->e_phoff;
 }
 
+/* CPU time of the writer thread: what building tables costs the process
+ * (wall time would count the writer waiting for a core). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void compile(struct uobj *o)
 {
 	if (o->has_cfi || o->compile_failed)
 		return;
+	uint64_t t0 = thread_cpu_ns();
 	o->has_cfi = compile_from_memory(o) == 0 || compile_from_file(o) == 0;
 	if (o->has_cfi) {
 		U.table_bytes += cfi_table_bytes(&o->cfi);
@@ -424,6 +453,10 @@ static void compile(struct uobj *o)
 	} else {
 		o->compile_failed = 1;
 	}
+	if (U.debug)
+		agent_log("native: %s: %s after %u frames, %u rows, %zu KiB, %.1f ms CPU", o->path,
+			  o->has_cfi ? "table built" : "no usable CFI", atomic_load(&o->hits), o->cfi.nrows,
+			  cfi_table_bytes(&o->cfi) >> 10, (thread_cpu_ns() - t0) / 1e6);
 }
 
 /* Drops a table no snapshot uses yet (built in this pass). */
@@ -481,7 +514,7 @@ static struct uobj *obj_new(const struct objinfo *oi)
 	/* Without an .eh_frame_hdr the handler cannot read FDEs in place:
 	 * such an object (rare: linked without --eh-frame-hdr) gets its
 	 * table now, from the file. */
-	if (!o->hdr || !agent.cfg.native_compile)
+	if (!o->hdr || !o->compile_at)
 		compile(o);
 	if (!o->has_cfi && !o->hdr)
 		o->flags |= MOD_NO_CFI;
@@ -658,15 +691,6 @@ static void put_module(struct wbuf *recs, struct uobj *o, int unloaded)
 	}
 }
 
-/* CPU time of the writer thread: what building tables costs the process
- * (wall time would count the writer waiting for a core). */
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static unsigned count_objs(void)
 {
 	unsigned n = 0;
@@ -710,13 +734,13 @@ int unwind_poll(struct wbuf *recs)
 	 * could leave a table of whatever took its place: if anything was
 	 * unloaded while building, the new tables are dropped and built
 	 * again after the next scan. */
-	if (agent.cfg.native_compile) {
+	{
 		uint64_t t0 = thread_cpu_ns();
 		struct uobj *built[64];
 		unsigned nbuilt = 0;
 		for (struct uobj *o = U.objs; o && nbuilt < 64; o = o->next)
-			if (!o->gone && !o->has_cfi && !o->compile_failed &&
-			    atomic_load_explicit(&o->hits, memory_order_relaxed) >= agent.cfg.native_compile) {
+			if (!o->gone && !o->has_cfi && !o->compile_failed && o->hdr &&
+			    atomic_load_explicit(&o->hits, memory_order_relaxed) >= o->compile_at) {
 				compile(o);
 				if (o->has_cfi)
 					built[nbuilt++] = o;
@@ -734,7 +758,7 @@ int unwind_poll(struct wbuf *recs)
 		}
 	}
 	if (changed) {
-		if (getenv("STRATA_DEBUG_NATIVE"))
+		if (U.debug)
 			agent_log("native: %u objects, %u tables (%llu KiB), %.1f ms CPU scanning and building so far",
 				  count_objs(), U.compiled, (unsigned long long)(U.table_bytes >> 10), U.scan_ns / 1e6);
 		struct usnap *sn = snap_build();
@@ -766,6 +790,7 @@ void unwind_stream_reset(void)
 int unwind_init(void)
 {
 	U.vdso = getauxval(AT_SYSINFO_EHDR);
+	U.debug = getenv("STRATA_DEBUG_NATIVE") != NULL;
 	*(void **)&U.find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
 	return unwind_poll(NULL) < 0 ? -1 : 0;
 }

@@ -881,6 +881,20 @@ static size_t enc_size(uint8_t enc)
 	}
 }
 
+int cfi_hdr_count(const struct cfi_source *s, uint64_t hdr, uint64_t *count)
+{
+	if (hdr < s->vaddr || hdr - s->vaddr >= s->len)
+		return -1;
+	struct cur c = { s->data + (hdr - s->vaddr), s->data + s->len, 0 };
+	uint8_t version = (uint8_t)rd_u(&c, 1);
+	uint8_t ptr_enc = (uint8_t)rd_u(&c, 1), cnt_enc = (uint8_t)rd_u(&c, 1), tab_enc = (uint8_t)rd_u(&c, 1);
+	if (c.err || version != 1 || cnt_enc == PE_omit || tab_enc == PE_omit)
+		return -1;
+	rd_enc(&c, s, ptr_enc, hdr, 0);
+	*count = rd_enc(&c, s, cnt_enc, hdr, 0);
+	return c.err ? -1 : 0;
+}
+
 int cfi_eval_hdr(const struct cfi_source *s, uint64_t hdr, uint64_t pc, struct cfi_rules *out)
 {
 	if (hdr < s->vaddr || hdr - s->vaddr >= s->len)

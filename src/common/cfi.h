@@ -125,6 +125,10 @@ int cfi_fde_ranges(const struct cfi_source *s, int is_debug_frame, uint64_t (**o
 uint32_t cfi_rule_at(const struct cfi_table *t, uint64_t pc, int *fde_start);
 size_t cfi_table_bytes(const struct cfi_table *t);
 
+/* The number of FDEs an .eh_frame_hdr lists (s holds at least its
+ * header). Returns 0, or -1 if it has no search table. */
+int cfi_hdr_count(const struct cfi_source *s, uint64_t hdr, uint64_t *count);
+
 /* The rules that hold at `pc`, read in place from the .eh_frame_hdr at
  * `hdr` and the FDE and CIE it leads to (in s's range): one FDE's program
  * run up to pc, with no table. Async-signal-safe (no allocation, bounded

@@ -1,6 +1,8 @@
-# native.mk — unit tests and test tools of --native (cfi, symbols, merge),
-# included from unit.mk. The fixtures are built here from C sources with
-# known functions and lines, so every expectation is computed, not copied.
+# native.mk — unit tests of --native (cfi, symbols, merge, the model's
+# native frames), included from unit.mk: `make unit` runs them, `make asan`
+# runs them under ASan + UBSan too, `make valgrind` under valgrind. The
+# fixtures are built here from C sources with known functions and lines,
+# so every expectation is computed, not copied.
 
 NATIVE_LIB_OBJ = $(filter-out %/launch.o,$(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC)))
 NATIVE_TESTS   = $(BUILD)/tests/test_cfi $(BUILD)/tests/test_merge $(BUILD)/tests/test_symbols \
@@ -20,4 +22,20 @@ $(BUILD)/tests/fixture_native.so: tests/unit/fixture_native.cc
 
 .PHONY: unit-native
 unit-native: $(NATIVE_TESTS) $(BUILD)/tests/fixture_native.so
-	@set -e; for t in $(NATIVE_TESTS); do $$t $(BUILD)/tests/fixture_native.so; done
+	$(call run_tests,$(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so),)
+
+# The same tests with ASan + UBSan (unit.mk's sanitizer build of the
+# library; leaks are errors).
+NATIVE_ASAN = $(patsubst $(BUILD)/tests/%,$(ASAN_DIR)/%,$(NATIVE_TESTS))
+
+.PHONY: asan-native
+asan-native: $(NATIVE_ASAN) $(BUILD)/tests/fixture_native.so
+	$(call run_tests,$(NATIVE_ASAN:=@$(BUILD)/tests/fixture_native.so),$(SAN_ENV))
+
+# Every unit test under valgrind's memcheck (definite leaks and invalid
+# accesses fail the run). The report CLI checks stay with `make unit`.
+VALGRIND = valgrind -q --error-exitcode=87 --leak-check=full --errors-for-leak-kinds=definite \
+	   --show-leak-kinds=definite
+.PHONY: valgrind
+valgrind: $(UNIT_BINS) $(NATIVE_TESTS) $(BUILD)/tests/fixture_native.so
+	$(call run_tests,$(UNIT_BINS) $(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so),$(VALGRIND))

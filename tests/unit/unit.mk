@@ -8,6 +8,7 @@
 #   make fuzz        build tests/fuzz/fuzz_reader.c with libFuzzer and run it
 #                    for FUZZ_SECONDS (default 60) over tests/fuzz/corpus
 #   make bench-load  time loading + aggregating a synthetic 1M-sample profile
+#                    (bench-load-native: with native stacks)
 #
 # Tests are linked against the same library objects as the CLI; the asan
 # build compiles its own copies.
@@ -56,10 +57,11 @@ $(ASAN_DIR)/strata: $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ)
 
 -include $(UNIT_BINS:=.d) $(ASAN_BINS:=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
 
-# Runs each test binary; every one runs even after a failure.
+# Runs each test binary; every one runs even after a failure. A test
+# written TEST@ARG is run with the argument ARG.
 define run_tests
-	@fail=0; for t in $(1); do echo "== $$t"; $(2) $$t || fail=1; done; \
-	if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
+	@fail=0; for t in $(1); do echo "== $$t"; $(2) $${t%%@*} $$(case $$t in *@*) echo $${t#*@};; esac) || fail=1; \
+	done; if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
 endef
 
 include tests/unit/native.mk
@@ -69,7 +71,7 @@ unit: $(UNIT_BINS) $(BIN)/strata unit-native
 	tests/unit/report-cli.sh $(BIN)/strata
 	$(if $(FUZZ_IN_UNIT),$(MAKE) fuzz FUZZ_SECONDS=20)
 
-asan: $(ASAN_BINS) $(ASAN_DIR)/strata
+asan: $(ASAN_BINS) $(ASAN_DIR)/strata asan-native
 	$(call run_tests,$(ASAN_BINS),$(SAN_ENV))
 	$(SAN_ENV) tests/unit/report-cli.sh $(ASAN_DIR)/strata
 
@@ -111,4 +113,11 @@ bench-load: $(UNIT_DIR)/genprof $(BIN)/strata
 	$(UNIT_DIR)/genprof --time $(UNIT_DIR)/large.strata
 	@/usr/bin/time -f "strata report --json: %e s, %M KB max RSS" $(BIN)/strata report --json $(UNIT_DIR)/large.strata > /dev/null
 
-.PHONY: bench-load
+# The same with native stacks into this machine's python3.11 and libc:
+# what symbolizing and merging add to loading.
+bench-load-native: $(UNIT_DIR)/genprof $(BIN)/strata
+	$(UNIT_DIR)/genprof --native -n $(BENCH_SAMPLES) -o $(UNIT_DIR)/large-native.strata
+	$(UNIT_DIR)/genprof --time $(UNIT_DIR)/large-native.strata
+	@/usr/bin/time -f "strata report --json: %e s, %M KB max RSS" $(BIN)/strata report --json $(UNIT_DIR)/large-native.strata > /dev/null
+
+.PHONY: bench-load bench-load-native
