@@ -25,6 +25,9 @@ TEST="python3-pytest python3-venv clang libclang-rt-14-dev valgrind linux-perf t
 # --native (issue 4): libdw/libelf for symbols and the CFI tests, g++ for the
 # C++ symbolizer fixture (libstdc++'s demangler comes with it).
 BUILD="$BUILD g++"
+# --native tests: glibc's detached debug information (Debian main; valgrind
+# depends on it anyway), so libc/libm frames have names and lines.
+TEST="$TEST libc6-dbg"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;

@@ -14,10 +14,12 @@
 
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* libstdc++'s demangler (linked with -lstdc++). */
@@ -54,10 +56,22 @@ struct symfile {
 	struct plt_stub *plt;
 	uint32_t nplt;
 	int plt_done;
+	/* Function symbols sorted by address: libdwfl's own address lookup
+	 * scans every symbol, which is too slow for a profile's many
+	 * distinct addresses (python3.11: 100 us a lookup). */
+	struct fsym *syms;
+	uint32_t nsyms;
+	int syms_done;
 	/* FDE ranges, for the bounds of functions without a symbol. */
 	uint64_t (*fdes)[2];
 	uint32_t nfdes;
 	int fdes_done;
+};
+
+struct fsym {
+	uint64_t lo, hi;
+	const char *name;
+	uint32_t rank;   /* 0 global, 1 weak, 2 local: the name preferred for an address */
 };
 
 struct plt_stub {
@@ -135,6 +149,7 @@ void sym_free(struct symbolizer *s)
 		free(f->eval);
 		free(f->plt);
 		free(f->fdes);
+		free(f->syms);
 		free(f);
 	}
 	for (struct sym_space *sp = s->spaces, *n; sp; sp = n) {
@@ -165,14 +180,15 @@ static struct symfile *get_file(struct symbolizer *s, const struct rec_module *m
 {
 	for (struct symfile *f = s->files; f; f = f->next)
 		if (!strcmp(f->path, m->path) && f->build_id_len == m->build_id_len &&
-		    !memcmp(f->build_id, m->build_id, m->build_id_len) && f->image_len == m->image_len)
+		    (!m->build_id_len || !memcmp(f->build_id, m->build_id, m->build_id_len)) &&
+		    f->image_len == m->image_len)
 			return f;
 	struct symfile *f = calloc(1, sizeof(*f));
 	if (!f || !(f->path = strdup(m->path))) {
 		free(f);
 		return NULL;
 	}
-	if (m->build_id_len <= sizeof(f->build_id)) {
+	if (m->build_id_len && m->build_id_len <= sizeof(f->build_id)) {
 		memcpy(f->build_id, m->build_id, m->build_id_len);
 		f->build_id_len = m->build_id_len;
 	}
@@ -353,6 +369,17 @@ static int file_open(struct symfile *f)
 		 * memory file holding the recorded image. */
 		fd = memfd_create("strata-image", MFD_CLOEXEC);
 		if (fd < 0 || write(fd, f->image, f->image_len) != (ssize_t)f->image_len) {
+			if (fd >= 0)
+				close(fd);
+			return 0;
+		}
+	} else {
+		/* The path comes from the profile: only a regular file is
+		 * read (a FIFO or a device named there must not block or
+		 * feed the report). */
+		fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 			if (fd >= 0)
 				close(fd);
 			return 0;
@@ -558,6 +585,84 @@ static const struct plt_stub *plt_stub(struct symbolizer *s, struct symfile *f, 
 	return lo < f->nplt && f->plt[lo].lo <= a ? &f->plt[lo] : NULL;
 }
 
+static int fsym_cmp(const void *x, const void *y)
+{
+	const struct fsym *a = x, *b = y;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+static void load_syms(struct symfile *f)
+{
+	f->syms_done = 1;
+	int n = dwfl_module_getsymtab(f->mod);
+	if (n <= 0 || !(f->syms = malloc((size_t)n * sizeof(*f->syms))))
+		return;
+	uint32_t k = 0;
+	for (int i = 0; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		Elf *elf = NULL;
+		Dwarf_Addr bias = 0;
+		const char *name = dwfl_module_getsym_info(f->mod, i, &sym, &addr, &shndx, &elf, &bias);
+		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+		if (!name || !*name || !addr || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		uint64_t hi = addr + sym.st_size;
+		if (!sym.st_size) {
+			/* No size (_init, hand-written assembly): it may run to
+			 * the next symbol, never past the end of its section
+			 * (.init is followed by the PLT). Marked by hi < lo
+			 * until the next symbol is known. */
+			GElf_Shdr sh;
+			Elf_Scn *scn = elf && shndx < SHN_LORESERVE ? elf_getscn(elf, shndx) : NULL;
+			hi = scn && gelf_getshdr(scn, &sh) && sh.sh_addr + bias + sh.sh_size > addr
+				     ? sh.sh_addr + bias + sh.sh_size : addr + 1;
+			hi = ~hi;
+		}
+		f->syms[k++] = (struct fsym){ addr, hi, name, bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2 };
+	}
+	qsort(f->syms, k, sizeof(*f->syms), fsym_cmp);
+	for (uint32_t i = 0; i < k; i++)
+		if (f->syms[i].hi < f->syms[i].lo) {
+			uint64_t end = ~f->syms[i].hi;
+			uint32_t j = i + 1;
+			while (j < k && f->syms[j].lo == f->syms[i].lo)
+				j++;
+			f->syms[i].hi = j < k && f->syms[j].lo < end ? f->syms[j].lo : end;
+		}
+	f->nsyms = k;
+}
+
+/* The symbol containing `a`: of those that do, the one starting last, and
+ * of several there the global one (aliases: memcpy, __memcpy...). */
+static const struct fsym *find_sym(struct symfile *f, uint64_t a)
+{
+	if (!f->syms_done)
+		load_syms(f);
+	uint32_t lo = 0, hi = f->nsyms;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const struct fsym *best = NULL;
+	/* Walk back over the symbols starting at or before a; nested
+	 * symbols are rare, so a few steps suffice. */
+	for (uint32_t i = lo, steps = 0; i-- > 0 && steps < 32; steps++) {
+		const struct fsym *c = &f->syms[i];
+		if (best && c->lo < best->lo)
+			break;
+		if (a < c->hi && (!best || c->rank <= best->rank))
+			best = c;
+	}
+	return best;
+}
+
 /* The file name of DWARF file index `idx` of the CU `cu`, or NULL. */
 static const char *cu_file(Dwarf_Die *cu, Dwarf_Word idx)
 {
@@ -719,13 +824,18 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		out->func_start = e->func_start;
 		return;
 	}
-	GElf_Off off = 0;
-	GElf_Sym sym;
-	const char *name = dwfl_module_addrinfo(f->mod, a, &off, &sym, NULL, NULL, NULL);
-	if (name && *name) {
-		out->name = demangle(sp->owner, name);
-		out->sym_offset = off + (call ? 1 : 0);
-		out->func_start = a - off;
+	/* PLT stubs first: no symbol covers them, but a sizeless one before
+	 * them might seem to. */
+	const struct plt_stub *pl = plt_stub(sp->owner, f, a);
+	const struct fsym *fs = pl ? NULL : find_sym(f, a);
+	if (pl) {
+		out->name = pl->name;
+		out->func_start = pl->lo;
+		out->sym_offset = a - pl->lo + (call ? 1 : 0);
+	} else if (fs) {
+		out->name = demangle(sp->owner, fs->name);
+		out->sym_offset = a - fs->lo + (call ? 1 : 0);
+		out->func_start = fs->lo;
 	}
 	if (out->eval && !merge_is_eval_name(out->name)) {
 		/* The unnamed cold part of a stripped interpreter's eval loop
@@ -744,14 +854,6 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		if (file && lineno > 0) {
 			out->file = file;
 			out->line = (uint32_t)lineno;
-		}
-	}
-	if (!out->name) {
-		const struct plt_stub *pl = plt_stub(sp->owner, f, a);
-		if (pl) {
-			out->name = pl->name;
-			out->func_start = pl->lo;
-			out->sym_offset = a - pl->lo + (call ? 1 : 0);
 		}
 	}
 	func_scope(sp->owner, f, a, out);

@@ -124,6 +124,8 @@ static void compare_with_libdw(const char *path)
 	CHECK(compared > 10, "%s: only %u rows compared", path, compared);
 	printf("test_cfi: %s: %u FDEs, %u rows, %u rule sets, %u rows compared with libdw\n", path, t.nfdes,
 	       t.nrows, t.nrules, compared);
+	if (cfi)
+		dwarf_cfi_end(cfi);
 	if (elf)
 		elf_end(elf);
 	close(fd);
