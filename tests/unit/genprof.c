@@ -152,6 +152,11 @@ static void put_stack(struct synth *s, uint32_t idx, uint32_t funcs, struct rec_
 
 static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t funcs, uint32_t threads)
 {
+	if (native && (elf_find_section(PY_EXE, ".text", &py_text) || elf_find_section(LIBC, ".text", &libc_text) ||
+		       !(py_eval = eval_addr()))) {
+		fprintf(stderr, "genprof: --native needs %s and %s\n", PY_EXE, LIBC);
+		return -1;
+	}
 	struct synth s;
 	synth_init(&s, STRATA_FMT_MAJOR, STRATA_FMT_MINOR);
 	char *argv[] = { "python3", "synthetic.py" };
@@ -190,11 +195,7 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 	}
 	struct rec_pyframe py[64];
 	uint32_t next_stack = 0;
-	if (native && (elf_find_section(PY_EXE, ".text", &py_text) || elf_find_section(LIBC, ".text", &libc_text) ||
-		       !(py_eval = eval_addr()))) {
-		fprintf(stderr, "genprof: --native needs %s and %s\n", PY_EXE, LIBC);
-		return -1;
-	}
+
 	for (uint32_t i = 0; i < nstacks; i++)
 		put_stack(&s, next_stack++, funcs, py);
 	for (uint64_t i = 0; i < n; i++) {
