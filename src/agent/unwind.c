@@ -781,6 +781,20 @@ int unwind_poll(struct wbuf *recs)
 	return changed;
 }
 
+void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
+{
+	/* The writer owns the snapshots: reading the current one needs no
+	 * hazard pointer here. */
+	const struct usnap *sn = atomic_load_explicit(&U.cur, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t pc = i ? addrs[i] - 1 : addrs[i];
+		if (!sn || !find_ent(sn, pc)) {
+			unwind_poll(recs);
+			return;
+		}
+	}
+}
+
 void unwind_stream_reset(void)
 {
 	for (struct uobj *o = U.objs; o; o = o->next)

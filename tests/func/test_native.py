@@ -251,6 +251,9 @@ def test_unwinding_rarely_fails(mixed):
     assert nat["samples"] == rep["samples"], nat
     assert (nat["failed"] + nat["truncated"]) < 0.01 * nat["samples"], nat
     assert nat["mismatch"] < 0.01 * nat["samples"], nat
+    # Every native address was in an object the profile describes (the
+    # extension is loaded mid-run: its module record precedes its stacks).
+    assert not [f for f in rep["functions"] if f["name"] == "[unknown]"], rep["functions"][:5]
 
 
 def test_native_in_text_report(mixed):
