@@ -368,6 +368,21 @@ static void location(char *out, size_t n, const char *file, uint32_t line, const
 		snprintf(out, n, "%s", f);
 }
 
+/* A location cut to `width` columns keeps what identifies it: the file's
+ * base name and the line, rather than the tail of a long directory. */
+static void fit_location(char *out, size_t n, const char *file, uint32_t line, const char *cwd, int width)
+{
+	location(out, n, file, line, cwd);
+	if ((int)text_width(out) <= width || !file || !*file)
+		return;
+	const char *base = strrchr(file, '/');
+	base = base && base[1] ? base + 1 : file;
+	if (line)
+		snprintf(out, n, "%s:%u", base, line);
+	else
+		snprintf(out, n, "%s", base);
+}
+
 static void print_functions(const struct profile *p, const struct agg *a, const struct report_opts *o, int width,
 			    const char *cwd)
 {
@@ -412,7 +427,7 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		       pct(r->total[0], a->totals[0]), nw, r->total[0]);
 		put_cell(f->name, (size_t)wf, 1, 0);
 		printf("  ");
-		location(loc, sizeof(loc), f->file, f->line, cwd);
+		fit_location(loc, sizeof(loc), f->file, f->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  %s\n", pkind_name(f->kind));
 	}
@@ -488,7 +503,7 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		const struct agg_row *r = sel[k];
 		const struct pfunc *f = &p->funcs[r->func];
 		printf("%6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0]);
-		location(loc, sizeof(loc), f->file, r->line, cwd);
+		fit_location(loc, sizeof(loc), f->file, r->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  ");
 		int has_src = f->kind == PK_PYTHON && src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
