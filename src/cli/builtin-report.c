@@ -337,7 +337,7 @@ static void split_width(int avail, int a, int b, int share_a, int *wa, int *wb)
 		avail = 24;
 	if (a + b <= avail) {
 		*wa = a;
-		*wb = avail - a;
+		*wb = b;
 		return;
 	}
 	int fa = avail * share_a / 100, fb = avail - fa;
@@ -413,8 +413,6 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 	int fixed = 7 + 1 + nw + 2 + 7 + 1 + nw + 2 + 2 + 2 + 6;
 	int wf, wl;
 	split_width(width - fixed, nw_name, nw_loc, 55, &wf, &wl);
-	if (wf > nw_name)
-		wf = nw_name, wl = wl < nw_loc ? wl : nw_loc;
 	printf("%7s %*s  %7s %*s  ", "self%", nw, "self", "total%", nw, "total");
 	put_cell("function", (size_t)wf, 0, 0);
 	printf("  ");
@@ -486,10 +484,6 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 	int avail = width - fixed - 16;
 	int wl, wf;
 	split_width(avail, nw_loc, nw_fn, 55, &wl, &wf);
-	if (wf > nw_fn)
-		wf = nw_fn;
-	if (wl > nw_loc)
-		wl = nw_loc;
 	int ws = width - fixed - wl - wf;
 	if (ws < 10)
 		ws = 10;

@@ -7,6 +7,10 @@
 #                    $(BUILD)/asan, leak checking on
 #   make fuzz        build tests/fuzz/fuzz_reader.c with libFuzzer and run it
 #                    for FUZZ_SECONDS (default 60) over tests/fuzz/corpus
+#                    (FUZZ_JOBS=N: N parallel workers)
+#   make unit FUZZ_IN_UNIT=1   also a 20 s fuzz run; not the default, since
+#                    building the target plus the run takes about 30 s on a
+#                    2-core machine
 #   make bench-load  time loading + aggregating a synthetic 1M-sample profile
 #
 # Tests are linked against the same library objects as the CLI; the asan
