@@ -8,17 +8,20 @@
  * begins and closed ("E") where its last sample's span ends. A sample's
  * span is the stretch of time it stands for: its weight times the sampling
  * period, ending at the sample, and never reaching back before the
- * previous sample. So events nest properly by construction, per thread,
+ * previous sample (nor be empty: a sample at the same instant as the one
+ * before it is moved 2 ns later). So events nest properly, per thread,
  * with timestamps in microseconds (nanosecond precision) since the start
  * of the session. Metadata events name every process and thread.
  *
  * B/E rather than X: B events are written in the order frames open and E
  * events in the order they close, so the file order breaks timestamp ties
- * the way trace viewers (and speedscope's importer) expect, and the output
- * streams without buffering a thread's events. One tie remains: when a
- * frame closes and a frame with the same name opens at the same instant
- * (recursion unwinding into a sibling), speedscope would open before it
- * closes; such an open is moved one nanosecond later.
+ * the way trace viewers expect, and the output streams without buffering
+ * a thread's events. Ties between a close and an open are avoided
+ * altogether: speedscope's importer, meeting an E and a B with the same
+ * name at the same instant, opens first (it takes them for an empty
+ * event), which breaks recursion (a name closing deep in one stack and
+ * opening in the next). So frames that open where others close open one
+ * nanosecond later, and no event is empty.
  *
  * Names are frame labels with the file's basename (labels.h); "cat" is the
  * frame's kind (python, native, jit, other).
@@ -29,7 +32,9 @@
 #include "emit.h"
 #include "labels.h"
 
-static int frame_suffixes(const struct profile *p, struct strcache *c)
+/* What follows "ts": in a frame's B event (name and kind) and E event (the
+ * name, which speedscope matches against the open frame). */
+static int frame_suffixes(const struct profile *p, struct strcache *c, struct strcache *e)
 {
 	for (uint32_t f = 0; f < p->nframes; f++) {
 		char label[1024];
@@ -45,6 +50,11 @@ static int frame_suffixes(const struct profile *p, struct strcache *c)
 			return -1;
 		}
 		c->len[f] = (uint32_t)snprintf(c->s[f], len, ",\"name\":%s,\"cat\":\"%s\"}", q, kind);
+		if (!(e->s[f] = malloc(n + 12))) {
+			free(q);
+			return -1;
+		}
+		e->len[f] = (uint32_t)snprintf(e->s[f], n + 12, ",\"name\":%s}", q);
 		free(q);
 	}
 	return 0;
@@ -53,7 +63,7 @@ static int frame_suffixes(const struct profile *p, struct strcache *c)
 struct chrome_state {
 	struct ob *b;
 	const struct profile *p;
-	struct strcache *suf;
+	struct strcache *suf, *esuf;
 	char pre_b[96], pre_e[96];
 	size_t lb, le;
 	uint64_t base;
@@ -65,7 +75,10 @@ static void event(struct chrome_state *s, int begin, uint32_t node, uint64_t t)
 	uint32_t f = s->p->nodes[node].frame;
 	ob_write(b, begin ? s->pre_b : s->pre_e, begin ? s->lb : s->le);
 	ob_ns_as_us(b, t - s->base);
-	ob_write(b, s->suf->s[f], s->suf->len[f]);
+	if (begin)
+		ob_write(b, s->suf->s[f], s->suf->len[f]);
+	else
+		ob_write(b, s->esuf->s[f], s->esuf->len[f]);
 }
 
 static uint32_t common_ancestor(const struct profile *p, uint32_t a, uint32_t b)
@@ -84,13 +97,13 @@ static uint32_t common_ancestor(const struct profile *p, uint32_t a, uint32_t b)
 static int export_chrome(const struct profile *p, FILE *out, const struct export_opts *o, char *err, size_t errlen)
 {
 	struct thread_samples ts = { 0 };
-	struct strcache suf = { 0 };
+	struct strcache suf = { 0 }, esuf = { 0 };
 	struct ob *b = malloc(sizeof(*b));
 	uint32_t *path = malloc(((size_t)p->nnodes + 1) * sizeof(*path));
 	uint8_t *named = calloc(p->nprocs ? p->nprocs : 1, 1);
 	int rc = -1;
 	if (!b || !path || !named || thread_samples_build(&ts, p, o) || strcache_init(&suf, p->nframes) ||
-	    frame_suffixes(p, &suf)) {
+	    strcache_init(&esuf, p->nframes) || frame_suffixes(p, &suf, &esuf)) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
@@ -105,7 +118,7 @@ static int export_chrome(const struct profile *p, FILE *out, const struct export
 			base = s0;
 	}
 
-	struct chrome_state s = { .b = b, .p = p, .suf = &suf, .base = base };
+	struct chrome_state s = { .b = b, .p = p, .suf = &suf, .esuf = &esuf, .base = base };
 	ob_init(b, out);
 	ob_puts(b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"strata " STRATA_VERSION "\",\"command\":");
 	ob_json_str(b, o->title ? o->title : "");
@@ -152,6 +165,11 @@ static int export_chrome(const struct profile *p, FILE *out, const struct export
 			uint64_t now = p->samples[i].time_ns;
 			if (n >= p->nnodes)
 				continue;
+			/* Every sample gets some time of its own: two samples at one
+			 * instant would make zero-length events, whose order
+			 * against the events around them is ambiguous. */
+			if (cur && now < prev_end + 2)
+				now = prev_end + 2;
 			if (n == cur) {
 				prev_end = now;
 				continue;
@@ -162,15 +180,17 @@ static int export_chrome(const struct profile *p, FILE *out, const struct export
 				start = base;
 			if (cur && start < prev_end)
 				start = prev_end;
+			if (start >= now) /* no weight or no known period */
+				start = now - 1;
 			uint32_t c = common_ancestor(p, cur, n);
-			uint32_t closing_inner = cur != c ? p->nodes[cur].frame : PNONE;
 			for (uint32_t m = cur; m != c; m = p->nodes[m].parent)
 				event(&s, 0, m, prev_end);
+			/* Opens strictly after closes (see the top of the file). */
+			if (cur != c && start <= prev_end)
+				start = prev_end + 1;
 			uint32_t d = 0;
 			for (uint32_t m = n; m != c; m = p->nodes[m].parent)
 				path[d++] = m;
-			if (d && start == prev_end && closing_inner != PNONE && p->nodes[path[d - 1]].frame == closing_inner)
-				start++;
 			while (d-- > 0)
 				event(&s, 1, path[d], start);
 			cur = n;
@@ -188,6 +208,7 @@ static int export_chrome(const struct profile *p, FILE *out, const struct export
 done:
 	thread_samples_free(&ts);
 	strcache_free(&suf);
+	strcache_free(&esuf);
 	free(b);
 	free(path);
 	free(named);

@@ -16,6 +16,13 @@ void ob_init(struct ob *b, FILE *out)
 	b->len = 0;
 }
 
+void ob_drain(struct ob *b)
+{
+	if (b->len)
+		fwrite(b->buf, 1, b->len, b->out);
+	b->len = 0;
+}
+
 void ob_write(struct ob *b, const void *s, size_t n)
 {
 	if (b->len + n > sizeof(b->buf)) {

@@ -27,10 +27,12 @@ struct ob {
 
 void ob_init(struct ob *b, FILE *out);
 void ob_write(struct ob *b, const void *s, size_t n);
+/* Writes out what the buffer holds (errors show in ob_flush). */
+void ob_drain(struct ob *b);
 static inline void ob_putc(struct ob *b, char c)
 {
 	if (b->len == sizeof(b->buf))
-		ob_write(b, NULL, 0);
+		ob_drain(b);
 	b->buf[b->len++] = c;
 }
 void ob_puts(struct ob *b, const char *s);

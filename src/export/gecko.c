@@ -83,12 +83,6 @@ static void location(const struct profile *p, uint32_t f, char *buf, size_t n)
 	}
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 struct gecko {
 	const struct profile *p;
 	struct ob *b;
@@ -103,6 +97,7 @@ struct gecko {
 	uint32_t *str_of;         /* per function: string index in the current thread */
 	uint32_t *smark;          /* per function: thread stamp */
 	uint32_t *strs;           /* functions in string order */
+	uint32_t *chain;          /* scratch: a leaf's unnumbered ancestors */
 };
 
 static int write_thread(struct gecko *g, uint32_t t, const struct thread_samples *ts, const struct export_opts *o,
@@ -114,32 +109,35 @@ static int write_thread(struct gecko *g, uint32_t t, const struct thread_samples
 	uint32_t stamp = t + 1, nn = 0, nf = 0, ns = 0;
 	int any_idle = 0;
 
-	/* Nodes this thread's samples use, and their ancestors. */
+	/* Nodes this thread's samples use, and their ancestors, numbered so
+	 * that a parent comes before its children (the stack table requires
+	 * it): a leaf's unnumbered ancestors are collected, then numbered from
+	 * the top down. */
 	for (uint64_t k = ts->start[t]; k < ts->start[t + 1]; k++) {
 		const struct psample *s = &p->samples[ts->idx[k]];
 		if (s->flags & PS_IDLE)
 			any_idle = 1;
+		uint32_t depth = 0;
 		for (uint32_t m = s->node; m != 0 && m < p->nnodes && g->mark[m] != stamp; m = p->nodes[m].parent) {
 			g->mark[m] = stamp;
-			g->nodes[nn++] = m;
+			g->chain[depth++] = m;
 		}
-	}
-	/* Parents before children, as the stack table requires. */
-	qsort(g->nodes, nn, sizeof(*g->nodes), cmp_u32);
-	for (uint32_t k = 0; k < nn; k++) {
-		uint32_t f = p->nodes[g->nodes[k]].frame;
-		g->stack_of[g->nodes[k]] = k;
-		g->idle_of[g->nodes[k]] = PNONE;
-		if (g->fmark[f] != stamp) {
-			g->fmark[f] = stamp;
-			g->frame_of[f] = nf;
-			g->frames[nf++] = f;
-			/* One location string per function: its frames share it. */
-			uint32_t fu = p->frames[f].func;
-			if (g->smark[fu] != stamp) {
-				g->smark[fu] = stamp;
-				g->str_of[fu] = ns;
-				g->strs[ns++] = f;
+		while (depth-- > 0) {
+			uint32_t m = g->chain[depth], f = p->nodes[m].frame;
+			g->stack_of[m] = nn;
+			g->idle_of[m] = PNONE;
+			g->nodes[nn++] = m;
+			if (g->fmark[f] != stamp) {
+				g->fmark[f] = stamp;
+				g->frame_of[f] = nf;
+				g->frames[nf++] = f;
+				/* One location string per function: its frames share it. */
+				uint32_t fu = p->frames[f].func;
+				if (g->smark[fu] != stamp) {
+					g->smark[fu] = stamp;
+					g->str_of[fu] = ns;
+					g->strs[ns++] = f;
+				}
 			}
 		}
 	}
@@ -283,7 +281,8 @@ static int export_gecko(const struct profile *p, FILE *out, const struct export_
 	g.str_of = malloc(nfu * sizeof(*g.str_of));
 	g.smark = calloc(nfu, sizeof(*g.smark));
 	g.strs = malloc(nf * sizeof(*g.strs));
-	if (!g.str_of || !g.smark || !g.strs || !g.b || !g.mark || !g.stack_of || !g.idle_of || !g.nodes || !g.frame_of || !g.fmark || !g.frames ||
+	g.chain = malloc(nn * sizeof(*g.chain));
+	if (!g.chain || !g.str_of || !g.smark || !g.strs || !g.b || !g.mark || !g.stack_of || !g.idle_of || !g.nodes || !g.frame_of || !g.fmark || !g.frames ||
 	    thread_samples_build(&ts, p, o) || strcache_init(&g.loc, p->nframes)) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
@@ -354,6 +353,7 @@ done:
 	free(g.str_of);
 	free(g.smark);
 	free(g.strs);
+	free(g.chain);
 	return rc;
 }
 

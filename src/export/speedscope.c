@@ -35,7 +35,18 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 	uint8_t *used = calloc(p->nnodes ? p->nnodes : 1, 1);
 	uint32_t *stack = malloc(((size_t)p->nnodes + 1) * sizeof(*stack));
 	uint64_t *tweight = calloc(p->nthreads ? p->nthreads : 1, sizeof(*tweight));
+	char (*digits)[8] = NULL;  /* up to 9,999,999 frames */
+	uint8_t *dlen = NULL;
 	int rc = -1;
+	if (p->nframes >= 10000000) {
+		snprintf(err, errlen, "too many frames for speedscope");
+		free(b);
+		free(dense);
+		free(used);
+		free(stack);
+		free(tweight);
+		return -1;
+	}
 	if (!b || !dense || !used || !stack || !tweight || thread_samples_build(&ts, p, o) ||
 	    strcache_init(&names, p->nframes)) {
 		snprintf(err, errlen, "out of memory");
@@ -94,6 +105,13 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 		nused++;
 	}
 	ob_puts(b, "]},\n\"profiles\":[");
+	/* Each dense frame index as text with its comma: "123," */
+	if (!(digits = malloc((nused ? nused : 1) * sizeof(*digits))) || !(dlen = malloc(nused ? nused : 1))) {
+		snprintf(err, errlen, "out of memory");
+		goto done;
+	}
+	for (uint32_t k = 0; k < nused; k++)
+		dlen[k] = (uint8_t)snprintf(digits[k], sizeof(digits[k]), "%u,", k);
 
 	uint32_t nprof = 0, active = 0;
 	uint64_t best = 0;
@@ -141,13 +159,25 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 						uint32_t d = 0;
 						for (uint32_t m = last; m != 0 && m != PNONE; m = p->nodes[m].parent)
 							stack[d++] = dense[p->nodes[m].frame];
-						ob_putc(b, '[');
-						for (uint32_t j = d; j-- > 0;) {
-							ob_u64(b, stack[j]);
-							if (j)
-								ob_putc(b, ',');
+						/* The hot loop: "[a,b,c]" from the digit table,
+						 * straight into the buffer. */
+						size_t need = (size_t)d * 8 + 2;
+						if (b->len + need > sizeof(b->buf))
+							ob_drain(b);
+						if (need > sizeof(b->buf)) {
+							snprintf(err, errlen, "stack too deep");
+							goto done;
 						}
-						ob_putc(b, ']');
+						char *w = b->buf + b->len;
+						*w++ = '[';
+						for (uint32_t j = d; j-- > 0;) {
+							memcpy(w, digits[stack[j]], 8);
+							w += dlen[stack[j]];
+						}
+						if (d)
+							w--; /* the last comma */
+						*w++ = ']';
+						b->len = (size_t)(w - b->buf);
 					} else {
 						ob_u64(b, acc * scale);
 					}
@@ -175,6 +205,8 @@ done:
 	free(used);
 	free(stack);
 	free(tweight);
+	free(digits);
+	free(dlen);
 	return rc;
 }
 

@@ -97,7 +97,7 @@ static int draw(struct svg *g, uint32_t *stk, double *xs)
 			double y = height - PAD_BOTTOM - (double)depth * ROW;
 			const struct pframe *fr = &p->frames[f];
 			const struct pfunc *fn = &p->funcs[fr->func];
-			char fill[32], num[64];
+			char fill[32], num[256];
 			color(p, f, g->names.s[f], fill, sizeof(fill));
 			ob_puts(b, "<g><title>");
 			ob_puts(b, g->xnames.s[f]);
