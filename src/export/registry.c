@@ -14,8 +14,12 @@ static const struct exporter collapsed = {
 	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed,
 };
 
+/* Web and flame graph formats: each file defines its exporter. */
+extern const struct exporter speedscope_exporter, chrome_exporter, gecko_exporter, html_exporter, svg_exporter;
+
 const struct exporter *const exporters[] = {
 	&collapsed,
+	&speedscope_exporter, &chrome_exporter, &gecko_exporter, &html_exporter, &svg_exporter,
 	NULL,
 };
 

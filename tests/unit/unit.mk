@@ -38,6 +38,13 @@ ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 # library, not something the tests link against).
 test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
 
+# The exporters' tests link the exporters, built for the flavour at hand.
+UNIT_EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
+ASAN_EXPORT_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(EXPORT_SRC))
+test_export_web_EXTRA = $(if $(findstring $(ASAN_DIR)/,$@),$(ASAN_EXPORT_OBJ),$(UNIT_EXPORT_OBJ))
+$(UNIT_DIR)/test_export_web: $(UNIT_EXPORT_OBJ)
+$(ASAN_DIR)/test_export_web: $(ASAN_EXPORT_OBJ)
+
 # Sanitizer reports must fail the run, leaks included.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=86 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
