@@ -65,8 +65,13 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		struct rec_process p;
 		if (rec_get_process(body, &p))
 			goto bad;
-		printf("process pid=%u ppid=%u python=%s trigger=%u period=%" PRIu64 "ns flags=%#x exe=%s argv=", p.pid,
-		       p.ppid, p.python_version, p.trigger, p.period_ns, p.flags, p.executable);
+		printf("process pid=%u ppid=%u python=%s trigger=%u period=%" PRIu64 "ns flags=%#x exe=%s", p.pid, p.ppid,
+		       p.python_version, p.trigger, p.period_ns, p.flags, p.executable);
+		if (p.nevents) {
+			printf(" events=");
+			print_strv(p.nevents, p.events);
+		}
+		printf(" argv=");
 		print_strv(p.argc, p.argv);
 		rec_free_process(&p);
 		break;
