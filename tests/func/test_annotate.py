@@ -35,11 +35,12 @@ def test_hot_line_is_hottest(python, record):
     assert top["line"] == hot and top["function"] == "work", f["lines"]
     assert top["self"] >= 0.5 * data["samples"]
     assert "# HOT" in top["source"]
-    # total >= self per line; work()'s call line carries the work below it.
+    # total >= self per line; work()'s call line carries the work below it
+    # (and runs itself only for a moment between calls).
     for ln in f["lines"]:
         assert ln["self"] <= ln["total"] <= data["samples"], ln
     call = next(ln for ln in f["lines"] if ln["function"] == "main" and "work(" in ln["source"])
-    assert call["total"] >= top["self"] and call["self"] == 0
+    assert call["total"] >= top["self"] and call["self"] <= 0.02 * data["samples"]
     # The report agrees on the hot line's self samples.
     rep = r.report()
     row = next(ln for ln in rep["lines"] if ln["line"] == hot and ln["function"] == "work")
