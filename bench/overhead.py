@@ -15,7 +15,8 @@ profile's size over its sample count.
     bench/overhead.py --python /root/.pyenv/versions/3.12.1/bin/python
 
 A configuration is a comma-separated list of `strata record` options
-without dashes: F=1000, mode=wall, native, paused ...
+without dashes: F=1000, mode=wall, native, paused, e=cpu-clock (several
+events joined with '+': e=cpu-clock+page-faults), c=PERIOD ...
 """
 import argparse
 import json
@@ -41,6 +42,8 @@ def config_args(cfg):
     for item in filter(None, cfg.split(",")):
         k, _, v = item.partition("=")
         flag = ("-" if len(k) == 1 else "--") + k
+        if k == "e":
+            v = v.replace("+", ",")
         args += [flag, v] if v else [flag]
     return args
 
@@ -62,6 +65,10 @@ def agent_env(cfg, out):
             opts["paused"] = "1"
         elif k == "native":
             opts["native"] = "1"
+        elif k == "e":
+            opts["events"] = v
+        elif k == "c":
+            opts["period"] = v
         else:
             extra.append(item)
     env = dict(os.environ)
