@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/format.h"
+
 const char *path_base(const char *path)
 {
 	const char *s = strrchr(path, '/');
@@ -33,4 +35,18 @@ size_t frame_label(const struct profile *p, uint32_t f, int flags, char *buf, si
 	if (len < 0)
 		len = 0;
 	return (size_t)len < n ? (size_t)len : n - 1;
+}
+
+const char *python_object(const struct profile *p)
+{
+	const char *exe = NULL;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const char *x = p->procs[i].executable;
+		if (!x || !*x || (p->procs[i].flags & PROC_UNSUPPORTED))
+			continue;
+		if (exe && strcmp(exe, x) != 0)
+			return "python";
+		exe = x;
+	}
+	return exe ? exe : "python";
 }

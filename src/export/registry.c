@@ -9,12 +9,24 @@
 #include "export.h"
 
 int export_collapsed(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
+int export_callgrind(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
+int export_pprof(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 
 static const struct exporter collapsed = {
 	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed,
 };
 
+static const struct exporter callgrind = {
+	"callgrind", ".callgrind", "KCachegrind, QCachegrind, callgrind_annotate", 0, export_callgrind,
+};
+
+static const struct exporter pprof = {
+	"pprof", ".pb.gz", "go tool pprof, Pyroscope, Parca (gzipped profile.proto)", 1, export_pprof,
+};
+
 const struct exporter *const exporters[] = {
+	&callgrind,
+	&pprof,
 	&collapsed,
 	NULL,
 };

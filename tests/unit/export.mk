@@ -1,0 +1,19 @@
+# export.mk — test tools and unit tests of the exporters (src/export/),
+# included from unit.mk.
+#
+#   build/tests/synthprof   synthetic known-answer profiles for the export
+#                           tests (tests/func/test_export_*.py)
+#   test_export             every exporter on synthetic profiles (run by
+#                           `make unit` and, with sanitizers, `make asan`)
+
+EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
+
+$(BUILD)/tests/synthprof: tests/tools/synthprof.c tests/unit/synth.h $(UNIT_LIB_OBJ) $(EXPORT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(EXPORT_OBJ) $(CLI_LIBS)
+
+# The unit test compiles the exporters in (each build, plain or sanitized,
+# with its own flags).
+test_export_EXTRA = $(EXPORT_SRC)
+
+unit: $(BUILD)/tests/synthprof
