@@ -430,9 +430,12 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 	size_t nitems = 0;
 	for (uint32_t n = 1; n < nn; n++)
 		nitems += (node_n[n] != 0) + (first[n] != 0);
-	items = malloc((nitems ? nitems : 1) * sizeof(*items));
-	icost = malloc((nitems ? nitems : 1) * ne * sizeof(*icost));
-	icount = malloc((nitems ? nitems : 1) * sizeof(*icount));
+	/* Room for one filler item per function (below), and a zero cost row
+	 * after the real ones that fillers point at. */
+	const size_t zero = nitems;
+	items = malloc((nitems + c.nf + 1) * sizeof(*items));
+	icost = calloc((nitems + 1) * ne, sizeof(*icost));
+	icount = calloc(nitems + 1, sizeof(*icount));
 	if (!items || !icost || !icount)
 		goto oom;
 	size_t k = 0;
@@ -464,11 +467,16 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 			node_n[par] += node_n[n];
 		}
 	}
-	/* A function that is only ever called into (a cycle member whose calls
-	 * out re-enter the cycle, with no self cost) still gets an fn= block,
-	 * empty, so that readers see its object. */
-	uint8_t *has_block = calloc((size_t)c.nf + 1, 1), *called = calloc((size_t)c.nf + 1, 1);
-	if (!has_block || !called) {
+	/* Fillers. callgrind_annotate cannot annotate a source file none of
+	 * whose lines has self cost (Perl warnings, then nothing): a function
+	 * without self cost on a known line gets a zero-cost line at its
+	 * first line. A function that is only ever called into and has no
+	 * known line (a native cycle member) still gets an empty fn= block, so
+	 * that readers learn its object. */
+	uint8_t *has_line = calloc((size_t)c.nf + 1, 1), *has_block = calloc((size_t)c.nf + 1, 1);
+	uint8_t *called = calloc((size_t)c.nf + 1, 1);
+	if (!has_line || !has_block || !called) {
+		free(has_line);
 		free(has_block);
 		free(called);
 		goto oom;
@@ -477,22 +485,18 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 		has_block[items[i].func] = 1;
 		if (items[i].callee != PNONE)
 			called[items[i].callee] = 1;
+		else if (items[i].line)
+			has_line[items[i].func] = 1;
 	}
-	size_t extra = 0;
-	for (uint32_t f = 0; f < c.nf; f++)
-		extra += called[f] && !has_block[f];
-	if (extra) {
-		struct item *ni = realloc(items, (k + extra) * sizeof(*items));
-		if (!ni) {
-			free(has_block);
-			free(called);
-			goto oom;
-		}
-		items = ni;
-		for (uint32_t f = 0; f < c.nf; f++)
-			if (called[f] && !has_block[f])
-				items[k++] = (struct item){ f, 0, DECL, 0 };
+	for (uint32_t f = 0; f < c.nf; f++) {
+		if (!has_block[f] && !called[f])
+			continue; /* not in the output at all */
+		if (!has_line[f] && c.f[f].line && strcmp(c.f[f].fl, "???"))
+			items[k++] = (struct item){ f, c.f[f].line, PNONE, (uint32_t)zero };
+		else if (!has_block[f])
+			items[k++] = (struct item){ f, 0, DECL, (uint32_t)zero };
 	}
+	free(has_line);
 	free(has_block);
 	free(called);
 	nitems = k;

@@ -10,11 +10,9 @@
  *       caller writes a file with enough lines for annotation)
  *   synthprof native FORMAT OUT
  *       builds a profile model in memory with native, JIT and marker
- *       frames (Python -> C -> Python too), two processes, two events,
- *       and exports it with the FORMAT exporter to OUT. Native frames are
- *       not yet produced by the loader (issue 4 adds them to the model),
- *       so the model is filled directly, through its public fields only:
- *       this checks that the exporters handle what the model will hold.
+ *       frames (Python -> C -> Python too), two processes, two events
+ *       (tests/unit/synthmodel.h: the loader does not produce native
+ *       frames yet), and exports it with the FORMAT exporter to OUT
  *
  * Both print the expected answer as JSON on stdout, computed here by a
  * plain walk over the stacks (independent of the model's aggregation and
@@ -31,30 +29,12 @@
 #include <string.h>
 
 #include "../unit/synth.h"
+#include "../unit/synthmodel.h"
 #include "../../src/export/export.h"
-#include "../../src/lib/profile.h"
 
-#define NEV 3
-#define MAXF 16
-#define MAXD 16
-
-/* A function of the synthetic program. */
-struct sfunc {
-	const char *name, *file, *module;
-	uint32_t line;
-	int kind;
-};
-
-/* A stack, root first: function indices, lines, addresses. */
-struct sstack {
-	uint32_t depth;
-	uint32_t func[MAXD];
-	uint32_t line[MAXD];
-	uint64_t addr[MAXD];
-	uint32_t thread;        /* index into the thread table */
-	uint32_t count;         /* samples of this stack */
-	uint64_t ev[NEV];       /* per sample: weight, then counters */
-};
+#define NEV SM_NEV
+#define MAXF SM_MAXF
+#define MAXD SM_MAXD
 
 /* ---- the expected answer ----------------------------------------------------- */
 
@@ -266,12 +246,7 @@ static int write_events(const char *out, const char *source)
 	return 0;
 }
 
-/* ---- native: a model built in memory -------------------------------------------- */
-
-#define NUMPY "/usr/lib/python3/dist-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so"
-#define LIBBLAS "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3"
-#define LIBC "/usr/lib/x86_64-linux-gnu/libc.so.6"
-#define JITMOD "[jit] numba module 0x7f0000001000"
+/* ---- native: a model built in memory ----------------------------------------- */
 
 static int write_native(const char *format, const char *out)
 {
@@ -280,129 +255,25 @@ static int write_native(const char *format, const char *out)
 		fprintf(stderr, "synthprof: unknown format %s\n", format);
 		return 2;
 	}
-	struct sfunc f[] = {
-		{ "<module>", "/srv/app/main.py", NULL, 1, PK_PYTHON },
-		{ "compute", "/srv/app/main.py", NULL, 10, PK_PYTHON },
-		{ "array_dot", "", NUMPY, 0, PK_NATIVE },
-		{ "cblas_dgemm", "blas/dgemm.c", LIBBLAS, 100, PK_NATIVE },
-		{ "__memmove_avx_unaligned_erms", "", LIBC, 0, PK_NATIVE },
-		{ "jitted_kernel", "/srv/app/main.py", JITMOD, 20, PK_JIT },
-		{ "[no Python frame]", "", NULL, 0, PK_OTHER },
-		{ "visit", "/srv/app/main.py", NULL, 30, PK_PYTHON },
-		{ "qsort_r", "", LIBC, 0, PK_NATIVE },
-		{ "std::vector<int>::push_back(int const&)", "", NUMPY, 0, PK_NATIVE },
-	};
-	const uint32_t nf = sizeof(f) / sizeof(f[0]);
-	struct sstack st[] = {
-		/* Python -> C -> BLAS */
-		{ 4, { 0, 1, 2, 3 }, { 5, 12, 0, 105 }, { 0, 0, 0x7f1000001000, 0x7f2000002000 }, 0, 40, { 1, 4000, 7 } },
-		{ 4, { 0, 1, 2, 4 }, { 5, 13, 0, 0 }, { 0, 0, 0x7f1000001010, 0x7f3000003000 }, 0, 20, { 1, 900, 40 } },
-		/* JIT code attributed to its Python line */
-		{ 2, { 0, 5 }, { 6, 22 }, { 0, 0x7f4000000100 }, 1, 10, { 2, 2000, 1 } },
-		{ 1, { 6 }, { 0 }, { 0 }, 1, 2, { 1, 50, 0 } },
-		/* Python -> C -> Python -> C -> Python: a callback recursion */
-		{ 6, { 0, 7, 8, 7, 8, 7 }, { 7, 31, 0, 32, 0, 33 }, { 0, 0, 0x7f3000003100, 0, 0x7f3000003100, 0 }, 0, 8,
-		  { 1, 800, 2 } },
-		/* a demangled C++ name */
-		{ 4, { 0, 1, 2, 9 }, { 5, 14, 0, 0 }, { 0, 0, 0x7f1000001020, 0x7f1000005000 }, 1, 6, { 1, 600, 3 } },
-	};
-	const uint32_t ns = sizeof(st) / sizeof(st[0]);
-	const char *events[NEV] = { "samples", "instructions", "L1-dcache-load-misses" };
-
-	struct profile p = { 0 };
-	struct pprocess procs[2] = {
-		{ .pid = 100, .ppid = 1, .command = "/usr/bin/python3.11 /srv/app/main.py", .executable = "/usr/bin/python3.11",
-		  .python_version = "3.11.2", .flags = PROC_NATIVE },
-		{ .pid = 101, .ppid = 100, .command = "/usr/bin/python3.11 -c worker", .executable = "/usr/bin/python3.11",
-		  .python_version = "3.11.2", .flags = PROC_NATIVE },
-	};
-	struct pthread_info threads[2] = {
-		{ .pid = 100, .tid = 100, .process = 0, .name = "MainThread", .main = 1 },
-		{ .pid = 101, .tid = 105, .process = 1, .name = "worker thread" },
-	};
-	struct pfunc funcs[MAXF];
-	struct pframe frames[MAXF * MAXD];
-	struct pnode nodes[MAXF * MAXD];
-	uint32_t nframes = 0, nnodes = 1;
-	struct psample *samples = calloc(200, sizeof(*samples));
-	uint64_t *values = calloc(200 * NEV, sizeof(*values));
-	uint64_t totals[NEV] = { 0 };
-	if (!samples || !values)
+	const uint32_t nf = sizeof(sm_native_funcs) / sizeof(sm_native_funcs[0]);
+	const uint32_t ns = sizeof(sm_native_stacks) / sizeof(sm_native_stacks[0]);
+	static struct smodel m;
+	if (smodel_build(&m, sm_native_funcs, nf, sm_native_stacks, ns, sm_native_events))
 		return 1;
-	for (uint32_t i = 0; i < nf; i++)
-		funcs[i] = (struct pfunc){ f[i].name, f[i].file, f[i].line, (uint8_t)f[i].kind, f[i].module };
-	nodes[0] = (struct pnode){ PNONE, PNONE, 0 };
-	uint64_t nsamples = 0, t = 1000;
-	for (uint32_t i = 0; i < ns; i++) {
-		uint32_t node = 0;
-		for (uint32_t d = 0; d < st[i].depth; d++) {
-			uint32_t fr;
-			for (fr = 0; fr < nframes; fr++)
-				if (frames[fr].func == st[i].func[d] && frames[fr].line == st[i].line[d] &&
-				    frames[fr].addr == st[i].addr[d])
-					break;
-			if (fr == nframes)
-				frames[nframes++] = (struct pframe){ st[i].func[d], st[i].line[d], st[i].addr[d] };
-			uint32_t n;
-			for (n = 1; n < nnodes; n++)
-				if (nodes[n].parent == node && nodes[n].frame == fr)
-					break;
-			if (n == nnodes)
-				nodes[nnodes++] = (struct pnode){ node, fr, d + 1 };
-			node = n;
-		}
-		for (uint32_t k = 0; k < st[i].count; k++) {
-			samples[nsamples] = (struct psample){ node, st[i].thread, t += 1000000, 0 };
-			for (int e = 0; e < NEV; e++) {
-				values[nsamples * NEV + e] = st[i].ev[e];
-				totals[e] += st[i].ev[e];
-			}
-			threads[st[i].thread].samples += st[i].ev[0];
-			procs[threads[st[i].thread].process].samples += st[i].ev[0];
-			nsamples++;
-		}
-	}
-	p.command = "/usr/bin/python3.11 /srv/app/main.py";
-	p.strata_version = "synthprof";
-	p.hostname = "synth";
-	p.python_version = "3.11.2";
-	p.mode = MODE_CPU;
-	p.rate_hz = 1000;
-	p.period_ns = 1000000;
-	p.start_realtime_ns = 1700000000000000000ull;
-	p.start_ns = 1000;
-	p.end_ns = t + 1000;
-	p.nevents = NEV;
-	p.event_names = (char **)events;
-	p.totals = totals;
-	p.funcs = funcs;
-	p.nfuncs = nf;
-	p.frames = frames;
-	p.nframes = nframes;
-	p.nodes = nodes;
-	p.nnodes = nnodes;
-	p.samples = samples;
-	p.nsamples = nsamples;
-	p.values = values;
-	p.threads = threads;
-	p.nthreads = 2;
-	p.procs = procs;
-	p.nprocs = 2;
 	FILE *fp = fopen(out, "wb");
 	if (!fp) {
 		perror(out);
 		return 1;
 	}
-	struct export_opts o = { .title = p.command, .source = "synthetic" };
+	struct export_opts o = { .title = m.p.command, .source = "synthetic" };
 	char err[256] = "";
-	int rc = ex->fn(&p, fp, &o, err, sizeof(err));
+	int rc = ex->fn(&m.p, fp, &o, err, sizeof(err));
 	if (fclose(fp) || rc) {
 		fprintf(stderr, "synthprof: %s: %s\n", format, err);
 		return 1;
 	}
-	free(samples);
-	free(values);
-	expected(events, f, nf, st, ns);
+	smodel_free(&m);
+	expected(sm_native_events, sm_native_funcs, nf, sm_native_stacks, ns);
 	return 0;
 }
 

@@ -8,7 +8,7 @@
 
 EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
 
-$(BUILD)/tests/synthprof: tests/tools/synthprof.c tests/unit/synth.h $(UNIT_LIB_OBJ) $(EXPORT_OBJ)
+$(BUILD)/tests/synthprof: tests/tools/synthprof.c tests/unit/synth.h tests/unit/synthmodel.h $(UNIT_LIB_OBJ) $(EXPORT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(EXPORT_OBJ) $(CLI_LIBS)
 
@@ -17,3 +17,6 @@ $(BUILD)/tests/synthprof: tests/tools/synthprof.c tests/unit/synth.h $(UNIT_LIB_
 test_export_EXTRA = $(EXPORT_SRC)
 
 unit: $(BUILD)/tests/synthprof
+
+# The exporters are compiled into the test, so they are prerequisites too.
+$(UNIT_DIR)/test_export $(ASAN_DIR)/test_export: $(EXPORT_SRC) $(wildcard src/export/*.h) tests/unit/synthmodel.h
