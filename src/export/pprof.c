@@ -220,10 +220,11 @@ static int64_t str_id(struct strtab *t, const char *s)
 
 /* ---- the export ------------------------------------------------------------- */
 
-/* Samples are aggregated per (leaf node, thread, idle). */
+/* Samples are aggregated per (leaf node, thread, idle): a chain per node
+ * (a node's samples come from few threads), values in a parallel array. */
 struct agg_sample {
 	uint32_t node, thread, idle;
-	uint64_t vidx;          /* into the value array (× nevents) */
+	uint32_t next;          /* next of the same node, or PNONE */
 };
 
 static void value_type(struct pb *top, struct pb *sub, uint32_t field, int64_t type, int64_t unit)
@@ -253,9 +254,9 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 	const uint32_t ne = p->nevents;
 	int rc = -1, z_ready = 0;
 	struct gz *g = calloc(1, sizeof(*g));
-	struct pb top = { 0 }, sub = { 0 }, sub2 = { 0 }, packed = { 0 };
+	struct pb top = { 0 }, sub = { 0 }, sub2 = { 0 }, packed = { 0 }, locs = { 0 }, *tlab = NULL;
 	struct strtab st = { 0 };
-	struct u64map smap = { 0 };
+	uint32_t *head = malloc(((size_t)p->nnodes + 1) * sizeof(*head));
 	struct agg_sample *as = NULL;
 	uint64_t *vals = NULL;
 	uint8_t *frame_used = calloc((size_t)p->nframes + 1, 1);
@@ -265,8 +266,9 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 	uint8_t *map_files = NULL;
 	uint32_t nmaps = 0;
 	uint64_t nas = 0, cap_as = 0;
-	if (!g || !frame_used || !func_mapping || !func_used)
+	if (!g || !frame_used || !func_mapping || !func_used || !head)
 		goto oom;
+	memset(head, 0xff, ((size_t)p->nnodes + 1) * sizeof(*head));
 	g->out = out;
 	if (deflateInit2(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		goto oom;
@@ -282,9 +284,11 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 		int idle = (s->flags & PS_IDLE) != 0;
 		if (o->exclude_idle && idle)
 			continue;
-		uint64_t key = (uint64_t)s->node << 32 | (uint64_t)s->thread << 1 | (uint64_t)(wall && idle);
-		uint32_t slot = u64map_get(&smap, key);
-		if (slot == MAP_NONE) {
+		uint32_t slot;
+		for (slot = head[s->node]; slot != PNONE; slot = as[slot].next)
+			if (as[slot].thread == s->thread && as[slot].idle == (uint32_t)(wall && idle))
+				break;
+		if (slot == PNONE) {
 			if (nas == cap_as) {
 				uint64_t cap = cap_as ? cap_as * 2 : 1024;
 				struct agg_sample *na = realloc(as, cap * sizeof(*na));
@@ -296,15 +300,14 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 				vals = nv;
 				cap_as = cap;
 			}
-			if (nas >= MAP_NONE)
+			if (nas >= PNONE)
 				goto oom;
 			slot = (uint32_t)nas++;
-			as[slot] = (struct agg_sample){ s->node, s->thread, (uint32_t)(wall && idle), (uint64_t)slot * ne };
+			as[slot] = (struct agg_sample){ s->node, s->thread, (uint32_t)(wall && idle), head[s->node] };
+			head[s->node] = slot;
 			memset(vals + (size_t)slot * ne, 0, ne * sizeof(*vals));
-			if (u64map_put(&smap, key, slot))
-				goto oom;
 		}
-		uint64_t *v = vals + as[slot].vidx;
+		uint64_t *v = vals + (size_t)slot * ne;
 		const uint64_t *sv = p->values + i * ne;
 		for (uint32_t e = 0; e < ne; e++)
 			v[e] += sv[e];
@@ -323,37 +326,56 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 	if (p->command && *p->command)
 		pb_uint(&top, PROFILE_COMMENT, (uint64_t)str_id(&st, p->command));
 
-	/* Samples: locations leaf first, values, labels. */
+	/* Samples: locations leaf first, values, labels. A node's location
+	 * list is encoded once for all its samples (one per thread), and a
+	 * thread's labels once for all its samples. */
 	int64_t k_tname = str_id(&st, "thread_name"), k_tid = str_id(&st, "thread_id"), k_pid = str_id(&st, "pid");
 	int64_t k_proc = str_id(&st, "process"), k_state = str_id(&st, "state");
 	int64_t s_idle = str_id(&st, "idle"), s_running = str_id(&st, "running");
-	for (uint64_t i = 0; i < nas; i++) {
-		const struct agg_sample *a = &as[i];
-		for (uint32_t n = a->node; n != 0 && n != PNONE; n = p->nodes[n].parent) {
+	tlab = calloc((size_t)p->nthreads + 1, sizeof(*tlab));
+	if (!tlab)
+		goto oom;
+	for (uint32_t i = 0; i < p->nthreads; i++) {
+		const struct pthread_info *t = &p->threads[i];
+		if (t->name && *t->name)
+			label_str(&sub2, &tlab[i], k_tname, str_id(&st, t->name));
+		label_num(&sub2, &tlab[i], k_tid, t->tid);
+		label_num(&sub2, &tlab[i], k_pid, t->pid);
+		if (t->process < p->nprocs && p->procs[t->process].command && *p->procs[t->process].command)
+			label_str(&sub2, &tlab[i], k_proc, str_id(&st, p->procs[t->process].command));
+		if (tlab[i].oom)
+			goto oom;
+	}
+	for (uint32_t node = 1; node < p->nnodes; node++) {
+		if (head[node] == PNONE)
+			continue;
+		for (uint32_t n = node; n != 0 && n != PNONE; n = p->nodes[n].parent) {
 			uint32_t f = p->nodes[n].frame;
 			frame_used[f] = 1;
-			pb_varint(&packed, (uint64_t)f + 1);
+			pb_varint(&locs, (uint64_t)f + 1);
 		}
-		pb_msg(&sub, SAMPLE_LOCATION_ID, &packed); /* packed */
-		const uint64_t *v = vals + a->vidx;
-		for (uint32_t e = 0; e < ne; e++)
-			pb_varint(&packed, v[e]);
-		/* Packed, zeros included: one value per sample type. */
-		pb_msg(&sub, SAMPLE_VALUE, &packed);
-		const struct pthread_info *t = &p->threads[a->thread];
-		if (t->name && *t->name)
-			label_str(&sub2, &sub, k_tname, str_id(&st, t->name));
-		label_num(&sub2, &sub, k_tid, t->tid);
-		label_num(&sub2, &sub, k_pid, t->pid);
-		if (t->process < p->nprocs && p->procs[t->process].command && *p->procs[t->process].command)
-			label_str(&sub2, &sub, k_proc, str_id(&st, p->procs[t->process].command));
-		if (wall)
-			label_str(&sub2, &sub, k_state, a->idle ? s_idle : s_running);
-		pb_msg(&top, PROFILE_SAMPLE, &sub);
-		if (top.oom || sub.oom || sub2.oom || packed.oom || st.oom)
+		for (uint32_t i = head[node]; i != PNONE; i = as[i].next) {
+			const struct agg_sample *a = &as[i];
+			pb_bytes(&sub, SAMPLE_LOCATION_ID, locs.d, locs.len); /* packed */
+			const uint64_t *v = vals + (size_t)i * ne;
+			for (uint32_t e = 0; e < ne; e++)
+				pb_varint(&packed, v[e]);
+			/* Packed, zeros included: one value per sample type. */
+			pb_msg(&sub, SAMPLE_VALUE, &packed);
+			const struct pb *tl = &tlab[a->thread];
+			if (!pb_reserve(&sub, tl->len)) {
+				memcpy(sub.d + sub.len, tl->d, tl->len);
+				sub.len += tl->len;
+			}
+			if (wall)
+				label_str(&sub2, &sub, k_state, a->idle ? s_idle : s_running);
+			pb_msg(&top, PROFILE_SAMPLE, &sub);
+			if (drain(g, &top, 0))
+				goto werr;
+		}
+		locs.len = 0;
+		if (top.oom || sub.oom || sub2.oom || packed.oom || locs.oom || st.oom)
 			goto oom;
-		if (drain(g, &top, 0))
-			goto werr;
 	}
 
 	/* Mappings: the interpreter for Python code (first, as pprof expects
@@ -475,9 +497,13 @@ done:
 	free(sub.d);
 	free(sub2.d);
 	free(packed.d);
+	free(locs.d);
+	for (uint32_t i = 0; tlab && i < p->nthreads; i++)
+		free(tlab[i].d);
+	free(tlab);
 	idmap_free(&st.map);
 	free(st.s);
-	u64map_free(&smap);
+	free(head);
 	free(as);
 	free(vals);
 	free(frame_used);
