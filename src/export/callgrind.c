@@ -44,6 +44,7 @@
 
 #include "export.h"
 #include "labels.h"
+#include "../lib/intern.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "dev"
@@ -396,6 +397,32 @@ static void header(struct cg *c, const struct export_opts *o, const uint64_t *to
 	put(c, "\n", 1);
 }
 
+/* Makes room for n items (and their cost rows, zeroed). */
+static int grow_items(struct item **items, uint64_t **cost, uint64_t **count, size_t *cap, size_t n, uint32_t ne)
+{
+	if (n <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : 1024;
+	while (nc < n)
+		nc *= 2;
+	struct item *ni = realloc(*items, nc * sizeof(*ni));
+	if (!ni)
+		return -1;
+	*items = ni;
+	uint64_t *c = realloc(*cost, nc * ne * sizeof(*c));
+	if (!c)
+		return -1;
+	*cost = c;
+	memset(c + *cap * ne, 0, (nc - *cap) * ne * sizeof(*c));
+	uint64_t *k = realloc(*count, nc * sizeof(*k));
+	if (!k)
+		return -1;
+	*count = k;
+	memset(k + *cap, 0, (nc - *cap) * sizeof(*k));
+	*cap = nc;
+	return 0;
+}
+
 int export_callgrind(const struct profile *p, FILE *out, const struct export_opts *o, char *err, size_t errlen)
 {
 	struct cg c = { .p = p, .out = out, .ne = p->nevents };
@@ -407,6 +434,8 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 	uint64_t *totals = calloc(ne, sizeof(uint64_t));
 	struct item *items = NULL;
 	uint64_t *icost = NULL, *icount = NULL;
+	uint32_t *frame_item = NULL;
+	struct u64map calls = { 0 };
 	uint8_t *def_ob = NULL, *def_fl = NULL, *def_fn = NULL;
 	c.buf = malloc(BUF_SIZE);
 	if (!node_cost || !node_n || !first || !totals || !c.buf || build_funcs(&c) || mark_calls(&c, first))
@@ -426,39 +455,53 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 		node_n[s->node]++;
 	}
 
-	/* One item per node with self cost, one per marked call edge. */
-	size_t nitems = 0;
-	for (uint32_t n = 1; n < nn; n++)
-		nitems += (node_n[n] != 0) + (first[n] != 0);
-	/* Room for one filler item per function (below), and a zero cost row
-	 * after the real ones that fillers point at. */
-	const size_t zero = nitems;
-	items = malloc((nitems + c.nf + 1) * sizeof(*items));
-	icost = calloc((nitems + 1) * ne, sizeof(*icost));
-	icount = calloc(nitems + 1, sizeof(*icount));
-	if (!items || !icost || !icount)
+	/* Items, aggregated as they are made so that the sort handles
+	 * distinct lines and calls, not nodes: self cost per frame, call cost
+	 * per (caller's frame, callee). The last item slot of each function
+	 * and a zero cost row are kept free for the fillers below. */
+	size_t k = 0, cap = 0;
+	frame_item = malloc(((size_t)p->nframes + 1) * sizeof(*frame_item));
+	if (!frame_item)
 		goto oom;
-	size_t k = 0;
+	memset(frame_item, 0xff, ((size_t)p->nframes + 1) * sizeof(*frame_item));
 	for (uint32_t n = 1; n < nn; n++) {
 		if (!node_n[n])
 			continue;
-		const struct pframe *fr = &p->frames[p->nodes[n].frame];
-		items[k] = (struct item){ c.func_cg[fr->func], fr->line, PNONE, (uint32_t)k };
-		memcpy(icost + k * ne, node_cost + (size_t)n * ne, ne * sizeof(uint64_t));
-		icount[k] = node_n[n];
-		k++;
+		uint32_t f = p->nodes[n].frame;
+		if (frame_item[f] == PNONE) {
+			if (grow_items(&items, &icost, &icount, &cap, k + 1, ne))
+				goto oom;
+			const struct pframe *fr = &p->frames[f];
+			items[k] = (struct item){ c.func_cg[fr->func], fr->line, PNONE, (uint32_t)k };
+			frame_item[f] = (uint32_t)k++;
+		}
+		uint64_t *ic = icost + (size_t)frame_item[f] * ne, *nc = node_cost + (size_t)n * ne;
+		for (uint32_t e = 0; e < ne; e++)
+			ic[e] += nc[e];
+		icount[frame_item[f]] += node_n[n];
 	}
 	/* Subtree sums, children first (a child's index is above its
 	 * parent's); a marked node's subtree is its call's inclusive cost. */
 	for (uint32_t n = nn; n-- > 1;) {
 		uint32_t par = p->nodes[n].parent;
 		if (first[n] && node_n[n]) {
-			const struct pframe *cf = &p->frames[p->nodes[par].frame];
-			const struct pframe *fr = &p->frames[p->nodes[n].frame];
-			items[k] = (struct item){ c.func_cg[cf->func], cf->line, c.func_cg[fr->func], (uint32_t)k };
-			memcpy(icost + k * ne, node_cost + (size_t)n * ne, ne * sizeof(uint64_t));
-			icount[k] = node_n[n];
-			k++;
+			uint32_t pf = p->nodes[par].frame;
+			uint32_t callee = c.func_cg[p->frames[p->nodes[n].frame].func];
+			uint64_t key = (uint64_t)pf << 32 | callee;
+			uint32_t it = u64map_get(&calls, key);
+			if (it == MAP_NONE) {
+				if (grow_items(&items, &icost, &icount, &cap, k + 1, ne))
+					goto oom;
+				const struct pframe *cf = &p->frames[pf];
+				items[k] = (struct item){ c.func_cg[cf->func], cf->line, callee, (uint32_t)k };
+				it = (uint32_t)k++;
+				if (u64map_put(&calls, key, it))
+					goto oom;
+			}
+			uint64_t *ic = icost + (size_t)it * ne, *nc = node_cost + (size_t)n * ne;
+			for (uint32_t e = 0; e < ne; e++)
+				ic[e] += nc[e];
+			icount[it] += node_n[n];
 		}
 		if (par != 0 && par != PNONE) {
 			uint64_t *pc = node_cost + (size_t)par * ne, *nc = node_cost + (size_t)n * ne;
@@ -467,6 +510,10 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 			node_n[par] += node_n[n];
 		}
 	}
+	/* The zero cost row, and room for one filler per function. */
+	const size_t zero = k;
+	if (grow_items(&items, &icost, &icount, &cap, k + 1 + c.nf, ne))
+		goto oom;
 	/* Fillers. callgrind_annotate cannot annotate a source file none of
 	 * whose lines has self cost (Perl warnings, then nothing): a function
 	 * without self cost on a known line gets a zero-cost line at its
@@ -499,7 +546,7 @@ int export_callgrind(const struct profile *p, FILE *out, const struct export_opt
 	free(has_line);
 	free(has_block);
 	free(called);
-	nitems = k;
+	size_t nitems = k;
 	qsort(items, nitems, sizeof(*items), item_cmp);
 
 	def_ob = calloc((size_t)c.nf + 2, 1);
@@ -587,6 +634,8 @@ done:
 	free(items);
 	free(icost);
 	free(icount);
+	free(frame_item);
+	u64map_free(&calls);
 	free(def_ob);
 	free(def_fl);
 	free(def_fn);
