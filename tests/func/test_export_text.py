@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -81,8 +82,12 @@ def callgrind_annotate(path, cwd, inclusive=True):
     """Runs callgrind_annotate the way the issue asks and parses its
     function table (with --tree=both: callers, the function, callees) and
     its annotated source. Fails on any warning."""
-    r = run(["callgrind_annotate", "--inclusive=%s" % ("yes" if inclusive else "no"), "--tree=both",
-             "--auto=yes", "--threshold=100", path], cwd=cwd)
+    # It strips its working directory (`pwd`, which trusts $PWD) from file
+    # names: run it in an empty directory of its own, so names stay whole.
+    cwd = Path(tempfile.mkdtemp(dir=cwd))
+    r = subprocess.run(["callgrind_annotate", "--inclusive=%s" % ("yes" if inclusive else "no"), "--tree=both",
+                        "--auto=yes", "--threshold=100", str(path)], capture_output=True, cwd=cwd,
+                       env=dict(os.environ, PWD=str(cwd)), timeout=300)
     out = r.stdout.decode("utf-8")
     err = r.stderr.decode("utf-8")
     assert r.returncode == 0, err
@@ -668,6 +673,30 @@ def test_split_every_format(python, tmp_path):
         convert(rec.path, "pprof", tmp_path / "s.pb.gz")
         rows, _, _ = pprof_top(tmp_path / "s.pb.gz")
         assert (rows["heavy"][1], rows["light"][1]) == (heavy, light)
+
+
+def test_unusual_every_format(python, tmp_path):
+    """Awkward names (unicode, spaces, ';', <lambda>, <module>, digits at
+    the end) pass every consumer under every interpreter."""
+    rec = _record(python, tmp_path, "unusual.py", str(tmp_path))
+    names = ("größe_berechnen", "func2024", "main.<locals>.<lambda>", "weird_name_in_odd_file")
+    if shutil.which("callgrind_annotate"):
+        convert(rec.path, "callgrind", tmp_path / "u.callgrind")
+        ann = callgrind_annotate(tmp_path / "u.callgrind", tmp_path)
+        for name in names:
+            f = rec.func(name)
+            assert ann["funcs"]["%s:%s" % (f["file"], name)]["cost"][0] == f["total"], name
+    if FLAMEGRAPH.exists():
+        convert(rec.path, "collapsed", tmp_path / "u.folded")
+        frames = flamegraph(tmp_path / "u.folded", tmp_path / "u.svg")
+        for name in names:
+            assert fg_total(frames, name) == rec.func(name)["total"], name
+    if shutil.which("go"):
+        convert(rec.path, "pprof", tmp_path / "u.pb.gz")
+        rows, _, _ = pprof_top(tmp_path / "u.pb.gz")
+        for name in names:
+            f = rec.func(name)
+            assert rows.get(name) == (f["self"], f["total"]), name
 
 
 # ---- strata record -f ------------------------------------------------------------------------------

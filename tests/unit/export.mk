@@ -20,3 +20,6 @@ unit: $(BUILD)/tests/synthprof
 
 # The exporters are compiled into the test, so they are prerequisites too.
 $(UNIT_DIR)/test_export $(ASAN_DIR)/test_export: $(EXPORT_SRC) $(wildcard src/export/*.h) tests/unit/synthmodel.h
+
+# The functional export tests run synthprof: keep it current for `make func`.
+func: $(BUILD)/tests/synthprof
