@@ -15,6 +15,7 @@
 #include "synth.h"
 #include "synthmodel.h"
 #include "../../src/export/export.h"
+#include "../../src/export/labels.h"
 #include "../../src/lib/profile.h"
 
 /* ---- profiles from .strata files ------------------------------------------------ */
@@ -262,6 +263,27 @@ static void test_write_error(void)
 	profile_free(p);
 }
 
+/* A cut label never ends in half a UTF-8 character. */
+static void test_label_cut(void)
+{
+	static struct smodel m;
+	struct sfunc f[] = { { "\xc3\xa4\xc3\xa4\xc3\xa4\xe2\x82\xac\xf0\x9f\x90\x8d", "", NULL, 0, PK_OTHER } };
+	struct sstack st[] = { { 1, { 0 }, { 0 }, { 0 }, 0, 1, { 1, 0, 0 } } };
+	if (!CHECK(smodel_build(&m, f, 1, st, 1, sm_native_events) == 0))
+		return;
+	size_t full = strlen(f[0].name);
+	for (size_t n = 1; n <= full + 1; n++) {
+		char buf[32];
+		memset(buf, 'x', sizeof(buf));
+		size_t len = frame_label(&m.p, 0, 0, buf, n);
+		CHECK(len < n && buf[len] == 0);
+		/* What is kept is a prefix made of whole characters. */
+		CHECK(strncmp(buf, f[0].name, len) == 0);
+		CHECK(len == full || len == 0 || ((unsigned char)f[0].name[len] & 0xc0) != 0x80);
+	}
+	smodel_free(&m);
+}
+
 static void test_registry(void)
 {
 	CHECK(exporter_find("callgrind"));
@@ -278,6 +300,7 @@ static void test_registry(void)
 int main(void)
 {
 	RUN(test_registry);
+	RUN(test_label_cut);
 	RUN(test_loaded_profiles);
 	RUN(test_callgrind_names);
 	RUN(test_native_model);
