@@ -699,6 +699,31 @@ def test_unusual_every_format(python, tmp_path):
             assert rows.get(name) == (f["self"], f["total"]), name
 
 
+def test_wall_mode_idle(debian, tmp_path):
+    """Wall mode: pprof marks samples idle or running (a label), and
+    --no-idle leaves the idle ones out of every format."""
+    prog = tmp_path / "sleepy.py"
+    prog.write_text("import time\ntime.sleep(0.6)\nend = time.process_time() + 0.6\n"
+                    "while time.process_time() < end:\n    pass\n")
+    out = tmp_path / "wall.strata"
+    r = strata("record", "--mode", "wall", "-o", out, "--", debian.exe, prog)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(strata("report", "--json", out).stdout)
+    idle = sum(t.get("idle", 0) for t in rep["threads"])
+    assert 0 < idle < rep["samples"], rep["threads"]
+    convert(out, "collapsed", tmp_path / "busy.folded", "--no-idle")
+    lines = (tmp_path / "busy.folded").read_text().splitlines()
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == rep["samples"] - idle
+    if shutil.which("go"):
+        convert(out, "pprof", tmp_path / "wall.pb.gz")
+        _, text, _ = pprof_top(tmp_path / "wall.pb.gz", "-tagfocus=state=idle")
+        assert re.search(r"Total samples = %d\b" % rep["samples"], text), text
+        assert re.search(r"Showing nodes accounting for %d, " % idle, text), text
+    if shutil.which("callgrind_annotate"):
+        convert(out, "callgrind", tmp_path / "busy.callgrind", "--no-idle")
+        assert re.search(r"^totals: %d$" % (rep["samples"] - idle), (tmp_path / "busy.callgrind").read_text(), re.M)
+
+
 # ---- strata record -f ------------------------------------------------------------------------------
 
 
