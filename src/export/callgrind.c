@@ -37,7 +37,9 @@
  *
  * Names are compressed ("fn=(3) name" the first time, "fn=(3)" after), as
  * the spec allows, so every long path and name appears once. Functions are
- * written grouped by object and file.
+ * written grouped by object and file. A function with no self cost on a
+ * known line gets a zero-cost line at its first line: callgrind_annotate
+ * cannot annotate a source file none of whose lines has a cost line.
  */
 #include <stdlib.h>
 #include <string.h>
