@@ -87,6 +87,9 @@ $(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h 
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 
+# html.c embeds the flame graph page with .incbin, which -MMD cannot see.
+$(OBJ)/cli/export/html.o $(BUILD)/asan/obj/export/html.o: src/export/flame.html src/export/flame.js
+
 # ---- tests ----------------------------------------------------------------
 
 include tests/unit/unit.mk

@@ -162,6 +162,24 @@ void triggers_set_enabled(int on)
 
 /* ---- capture ---------------------------------------------------------- */
 
+/* Names a sample without Python frames: the interpreter starting or
+ * shutting down. "Uninitialized" after the interpreter has been seen
+ * running means it has finished finalizing. */
+static int seen_running;
+
+static uint8_t phase_flag(void)
+{
+	switch (agent.py->phase()) {
+	case STRATA_PHASE_RUNNING:
+		seen_running = 1;
+		return 0;
+	case STRATA_PHASE_FINALIZING:
+		return STACK_PY_SHUTDOWN;
+	default:
+		return seen_running ? STACK_PY_SHUTDOWN : STACK_PY_STARTUP;
+	}
+}
+
 /* Captures one sample of the thread whose PyThreadState is `tstate` (or the
  * calling thread's when tstate is NULL and `self` is set) into `ring`. The
  * guard state lives in `g`, the slot of the thread doing the reading. */
@@ -208,6 +226,8 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 	}
 	for (int i = 0; i < n; i++)
 		code_seen[code_seen_slot(fr[i].code)] = 1;
+	if (n == 0 && !(h->stack_flags & STACK_PY_FAULT))
+		h->stack_flags |= phase_flag();
 	h->npy = (uint16_t)n;
 	h->py_missing = missing;
 	if (missing)

@@ -337,7 +337,7 @@ static void split_width(int avail, int a, int b, int share_a, int *wa, int *wb)
 		avail = 24;
 	if (a + b <= avail) {
 		*wa = a;
-		*wb = avail - a;
+		*wb = b;
 		return;
 	}
 	int fa = avail * share_a / 100, fb = avail - fa;
@@ -366,6 +366,21 @@ static void location(char *out, size_t n, const char *file, uint32_t line, const
 		snprintf(out, n, "%s:%u", f, line);
 	else
 		snprintf(out, n, "%s", f);
+}
+
+/* A location cut to `width` columns keeps what identifies it: the file's
+ * base name and the line, rather than the tail of a long directory. */
+static void fit_location(char *out, size_t n, const char *file, uint32_t line, const char *cwd, int width)
+{
+	location(out, n, file, line, cwd);
+	if ((int)text_width(out) <= width || !file || !*file)
+		return;
+	const char *base = strrchr(file, '/');
+	base = base && base[1] ? base + 1 : file;
+	if (line)
+		snprintf(out, n, "%s:%u", base, line);
+	else
+		snprintf(out, n, "%s", base);
 }
 
 static void print_functions(const struct profile *p, const struct agg *a, const struct report_opts *o, int width,
@@ -398,8 +413,6 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 	int fixed = 7 + 1 + nw + 2 + 7 + 1 + nw + 2 + 2 + 2 + 6;
 	int wf, wl;
 	split_width(width - fixed, nw_name, nw_loc, 55, &wf, &wl);
-	if (wf > nw_name)
-		wf = nw_name, wl = wl < nw_loc ? wl : nw_loc;
 	printf("%7s %*s  %7s %*s  ", "self%", nw, "self", "total%", nw, "total");
 	put_cell("function", (size_t)wf, 0, 0);
 	printf("  ");
@@ -412,7 +425,7 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		       pct(r->total[0], a->totals[0]), nw, r->total[0]);
 		put_cell(f->name, (size_t)wf, 1, 0);
 		printf("  ");
-		location(loc, sizeof(loc), f->file, f->line, cwd);
+		fit_location(loc, sizeof(loc), f->file, f->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  %s\n", pkind_name(f->kind));
 	}
@@ -471,10 +484,6 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 	int avail = width - fixed - 16;
 	int wl, wf;
 	split_width(avail, nw_loc, nw_fn, 55, &wl, &wf);
-	if (wf > nw_fn)
-		wf = nw_fn;
-	if (wl > nw_loc)
-		wl = nw_loc;
 	int ws = width - fixed - wl - wf;
 	if (ws < 10)
 		ws = 10;
@@ -488,7 +497,7 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		const struct agg_row *r = sel[k];
 		const struct pfunc *f = &p->funcs[r->func];
 		printf("%6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0]);
-		location(loc, sizeof(loc), f->file, r->line, cwd);
+		fit_location(loc, sizeof(loc), f->file, r->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  ");
 		int has_src = f->kind == PK_PYTHON && src_line(sc, f->file, r->line, text, sizeof(text)) == 0;

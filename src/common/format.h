@@ -141,6 +141,8 @@ enum stack_flags {
 	STACK_PY_FAULT = 1 << 1,         /* walking the Python frames faulted: partial */
 	STACK_NATIVE_TRUNCATED = 1 << 2, /* native depth cap hit */
 	STACK_NATIVE_FAILED = 1 << 3,    /* native unwinding stopped early */
+	STACK_PY_STARTUP = 1 << 4,       /* no Python frames: the interpreter was starting */
+	STACK_PY_SHUTDOWN = 1 << 5,      /* no Python frames: the interpreter was shutting down */
 };
 enum pyframe_flags {
 	PYF_ENTRY = 1 << 0, /* frame entered from C (one C-level eval activation starts here) */

@@ -24,10 +24,14 @@ static const struct exporter pprof = {
 	"pprof", ".pb.gz", "go tool pprof, Pyroscope, Parca (gzipped profile.proto)", 1, export_pprof,
 };
 
+/* Web and flame graph formats: each file defines its exporter. */
+extern const struct exporter speedscope_exporter, chrome_exporter, gecko_exporter, html_exporter, svg_exporter;
+
 const struct exporter *const exporters[] = {
 	&callgrind,
 	&pprof,
 	&collapsed,
+	&speedscope_exporter, &chrome_exporter, &gecko_exporter, &html_exporter, &svg_exporter,
 	NULL,
 };
 

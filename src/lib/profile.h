@@ -21,6 +21,8 @@
  *
  * Synthetic frames (kind PK_OTHER) stand for what is not a real frame:
  * "[truncated: N frames]" at the root of a stack cut by the depth cap,
+ * "[interpreter startup]" / "[interpreter shutdown]" for a sample taken
+ * before the interpreter ran any Python code or after it began finalizing,
  * "[no Python frame]" for a sample taken while the thread ran no Python
  * code (interpreter start-up, a non-Python thread), "[unreadable frames]"
  * when the agent could not read the stack (at the root of a partial one).

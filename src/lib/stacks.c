@@ -116,8 +116,10 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 	}
 	uint32_t *fr = in->scratch, n = 0;
 	if (r->npy == 0) {
-		fr[n++] = profile_marker_frame(p, r->flags & STACK_PY_FAULT ? "[unreadable frames]"
-									    : "[no Python frame]");
+		fr[n++] = profile_marker_frame(p, r->flags & STACK_PY_FAULT      ? "[unreadable frames]"
+						  : r->flags & STACK_PY_STARTUP  ? "[interpreter startup]"
+						  : r->flags & STACK_PY_SHUTDOWN ? "[interpreter shutdown]"
+										 : "[no Python frame]");
 	} else {
 		if (r->flags & STACK_PY_TRUNCATED) {
 			/* The depth cap kept the innermost frames: mark the cut
