@@ -38,6 +38,8 @@ AGENT_SRC  = $(wildcard src/agent/*.c)
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
 CLI_LIBS  += -ldw -lelf -lstdc++
+# -f pprof writes gzip (zlib).
+CLI_LIBS  += -lz
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))

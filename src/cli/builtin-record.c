@@ -275,15 +275,23 @@ int cmd_record(int argc, char **argv)
 			close(fd);
 			o.output = tmp_raw;
 		}
-		/* Fail before running the command if the output cannot be written. */
-		FILE *t = fopen(output, "a");
-		if (!t) {
-			errorf("cannot write %s: %s", output, strerror(errno));
-			if (tmp_raw[0])
-				unlink(tmp_raw);
-			return 2;
+		/* Fail before running the command if the output cannot be
+		 * written ("-" is standard output). */
+		if (strcmp(output, "-") != 0) {
+			int existed = access(output, F_OK) == 0;
+			FILE *t = fopen(output, "a");
+			if (!t) {
+				errorf("cannot write %s: %s", output, strerror(errno));
+				if (tmp_raw[0])
+					unlink(tmp_raw);
+				return 2;
+			}
+			fclose(t);
+			/* Leave no empty file behind if the command fails before
+			 * the conversion writes it. */
+			if (!existed)
+				unlink(output);
 		}
-		fclose(t);
 	} else if (raw) {
 		errorf("--raw only makes sense with -f FORMAT");
 		return 2;
@@ -351,6 +359,8 @@ int cmd_record(int argc, char **argv)
 		if (!p) {
 			errorf("%s: %s", o.output, err);
 		} else {
+			for (uint32_t i = 0; i < p->nwarnings; i++)
+				warnf("%s: %s", o.output, p->warnings[i]);
 			struct export_opts eo = { .title = p->command, .source = o.output };
 			rc = convert_to(p, ex, output, &eo);
 			profile_free(p);

@@ -73,6 +73,7 @@ define run_tests
 endef
 
 include tests/unit/native.mk
+include tests/unit/export.mk
 
 unit: $(UNIT_BINS) $(BIN)/strata unit-native
 	$(call run_tests,$(UNIT_BINS),)
