@@ -17,6 +17,7 @@ else runs, so compare CPU times across runs.
 
     bench/convert.py                   # 1M samples, every format, 3 runs
     bench/convert.py --samples 200000 --random --runs 1
+    bench/convert.py --locality 20     # threads keep their stack ~20 samples
     bench/convert.py --format callgrind --format pprof
 """
 import argparse
@@ -57,6 +58,9 @@ def main():
     ap.add_argument("--samples", type=int, default=1000000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--random", action="store_true", help="adversarial profile: no shared prefixes")
+    ap.add_argument("--locality", type=int, default=0,
+                    help="each thread keeps its stack for runs of about N samples, as real threads do "
+                         "(default 0: every sample draws its stack independently)")
     ap.add_argument("--format", action="append", help="only this format (repeatable)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files (printed)")
     args = ap.parse_args()
@@ -64,11 +68,13 @@ def main():
                    check=True)
     tmp = Path(tempfile.mkdtemp(prefix="strata-bench-"))
     prof = tmp / "large.strata"
-    gen = [GENPROF, "-n", str(args.samples), "-o", prof] + (["--random"] if args.random else [])
+    gen = [GENPROF, "-n", str(args.samples), "-o", prof] + (["--random"] if args.random else []) + \
+        (["--locality", str(args.locality)] if args.locality else [])
     subprocess.run(gen, check=True, capture_output=True)
     load = subprocess.run([GENPROF, "--time", prof], capture_output=True, text=True, check=True).stdout.strip()
     m = re.search(r"load ([\d.]+) s", load)
-    print("profile: %d samples%s, %.1f MB; %s" % (args.samples, " (random stacks)" if args.random else "",
+    print("profile: %d samples%s%s, %.1f MB; %s" % (args.samples, " (random stacks)" if args.random else "",
+                                                   " (locality %d)" % args.locality if args.locality else "",
                                                  prof.stat().st_size / 1e6, load))
     print("load average before: %.1f %.1f %.1f" % os.getloadavg())
     print("| format | wall s (best of %d) | CPU s | output MB |" % args.runs)
