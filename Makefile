@@ -38,6 +38,8 @@ AGENT_SRC  = $(wildcard src/agent/*.c)
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
 CLI_LIBS  += -ldw -lelf -lstdc++
+# -f pprof writes gzip (zlib).
+CLI_LIBS  += -lz
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
@@ -84,6 +86,9 @@ $(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h 
 		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+
+# html.c embeds the flame graph page with .incbin, which -MMD cannot see.
+$(OBJ)/cli/export/html.o $(BUILD)/asan/obj/export/html.o: src/export/flame.html src/export/flame.js
 
 # ---- tests ----------------------------------------------------------------
 

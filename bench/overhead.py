@@ -15,8 +15,10 @@ profile's size over its sample count.
     bench/overhead.py --python /root/.pyenv/versions/3.12.1/bin/python
 
 A configuration is a comma-separated list of `strata record` options
-without dashes: F=1000, mode=wall, native, paused ..., or agent options
-(ncompile=0: build every unwind table at load, as before lazy tables).
+without dashes: F=1000, mode=wall, native, paused, e=cpu-clock (several
+events joined with '+': e=cpu-clock+page-faults), c=PERIOD ..., or agent
+options (ncompile=0: build every unwind table at load, as before lazy
+tables).
 """
 import argparse
 import json
@@ -49,6 +51,8 @@ def config_args(cfg):
         if k in AGENT_ONLY:
             continue
         flag = ("-" if len(k) == 1 else "--") + k
+        if k == "e":
+            v = v.replace("+", ",")
         args += [flag, v] if v else [flag]
     return args
 
@@ -70,6 +74,10 @@ def agent_env(cfg, out):
             opts["paused"] = "1"
         elif k == "native":
             opts["native"] = "1"
+        elif k == "e":
+            opts["events"] = v
+        elif k == "c":
+            opts["period"] = v
         else:
             extra.append(item)
     env = dict(os.environ)

@@ -88,8 +88,12 @@ static void parse_options(struct agent_config *c, const char *s)
 	c->native_depth = 512; /* 3.8-3.10 run 4-6 native frames per Python frame */
 	c->native_compile = 0;
 	c->native_compile_fixed = 0;
+	memset(&c->events, 0, sizeof(c->events));
+	c->event_period = 0;
+	/* Events are '+'-separated here: commas separate the options. */
+	char evlist[512] = "";
 	while (s && *s) {
-		char key[32], val[64];
+		char key[32], val[512];
 		const char *eq = strchr(s, '='), *end = strchr(s, ',');
 		if (!end)
 			end = s + strlen(s);
@@ -118,11 +122,25 @@ static void parse_options(struct agent_config *c, const char *s)
 			else if (!strcmp(key, "ncompile") && v <= 1000000) {
 				c->native_compile = (unsigned)v;
 				c->native_compile_fixed = 1;
-			}
+			} else if (!strcmp(key, "events"))
+				snprintf(evlist, sizeof(evlist), "%s", val);
+			else if (!strcmp(key, "period"))
+				c->event_period = strtoull(val, NULL, 10);
 		}
 		s = *end ? end + 1 : end;
 	}
 	c->period_ns = 1000000000ull / c->rate_hz;
+	if (evlist[0]) {
+		char err[256];
+		if (events_parse(evlist, '+', &c->events, err, sizeof(err))) {
+			agent_log("%s; sampling by CPU time instead", err);
+			c->events.n = 0;
+		}
+		else if (!c->event_period)
+			c->event_period = event_default_period(&c->events.ev[0], c->rate_hz);
+		else if (c->event_period < event_min_period(&c->events.ev[0]))
+			c->event_period = event_min_period(&c->events.ev[0]);
+	}
 	/* A Python frame record is 16 bytes; the ring must hold many deep samples. */
 	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe) +
 				     (c->native ? c->native_depth * 8u : 0)))
@@ -334,6 +352,8 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	agent.py->hook_code_death(writer_code_wanted, writer_code_died);
 	agent.trigger = sampler_pick_trigger();
+	if (agent.trigger < 0)
+		return; /* said why */
 	if (signals_install()) {
 		agent_log("cannot install signal handlers; this process is not profiled");
 		return;

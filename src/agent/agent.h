@@ -33,6 +33,7 @@
 
 #include "pyapi.h"
 #include "ring.h"
+#include "../common/events.h"
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
 #define TLS_IE __attribute__((tls_model("initial-exec")))
@@ -49,7 +50,12 @@ struct agent_config {
 	unsigned native_depth; /* native frames per sample */
 	unsigned native_compile; /* with native_compile_fixed: frames read in place before an
 	                          * object's unwind table is built (0: at load) */
-	int native_compile_fixed; /* else: as many frames as the object has FDEs */
+	int native_compile_fixed; /* else: a quarter as many frames as the object has FDEs */
+	/* -e: the first event drives sampling every event_period occurrences;
+	 * all of them are counted and read at each sample. */
+	struct event_list events;
+	uint64_t event_period;
+	int event_exclude_kernel;    /* user-space counting only (perf_event_paranoid) */
 	char output[4096];
 };
 
@@ -64,7 +70,10 @@ struct tslot {
 	struct ring ring;
 
 	/* trigger */
-	int trigger_fd;              /* perf event fd, or -1 */
+	int trigger_fd;              /* perf event fd (-e: the group leader), or -1 */
+	int counter_fd[EVENTS_MAX];  /* -e: the group's other events (index 0 unused), or -1 */
+	uint64_t counter_prev[EVENTS_MAX]; /* group values at this thread's last sample */
+	uint32_t ncounters;          /* events in this thread's group; 0 = none */
 	timer_t timer;
 	int has_timer;
 	int stat_fd;                 /* /proc/self/task/TID/stat (wall mode) */
@@ -164,6 +173,9 @@ void signals_resolve(void);
 /* sampler.c */
 int trigger_start(struct tslot *s);
 void trigger_stop(struct tslot *s);
+/* In a fork child: closes the descriptors a slot inherited from the parent
+ * (they are the parent's events: never disable them, just let go). */
+void trigger_forget(struct tslot *s);
 /* Called from the SIGPROF handler; returns 1 if the signal was ours. */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
 /* Turns sampling on or off in every registered thread (pause/resume). */

@@ -66,7 +66,7 @@ int export_collapsed(const struct profile *p, FILE *out, const struct export_opt
 	for (uint32_t n = 1; n < p->nnodes; n++) {
 		uint32_t f = p->nodes[n].frame;
 		if (flabel[f] == MAP_NONE) {
-			char buf[1024];
+			char buf[4096];
 			frame_label(p, f, 0, buf, sizeof(buf));
 			escape(buf);
 			const char *s = strpool_str(&pool, buf);

@@ -11,6 +11,7 @@ unless --keep-interpreter; unwinding fails on less than 1% of samples; the
 target survives threads, dlopen, fork, wall mode.
 """
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -296,3 +297,46 @@ def test_target_survives(python, record, ext, mode):
     assert func_row(rep, "burn_c")["self"] > 0
     assert (nat["failed"] + nat["truncated"]) < 0.05 * nat["samples"], nat
     assert len(rep["processes"]) == 2  # the fork child too
+
+
+def test_exports_of_a_native_profile(mixed, tmp_path):
+    """A recorded --native profile read by the formats' real consumers:
+    callgrind_annotate (native functions under their object and source
+    file, called from the Python line), flamegraph.pl (collapsed) and, where
+    Go is installed, `go tool pprof` (every function's self and total)."""
+    from test_export_text import (callgrind_annotate, fg_total, flamegraph, need_callgrind_annotate, need_flamegraph,
+                                  pprof_top)
+    rep = mixed.report()
+    burn = func_row(rep, "burn_c")
+    # collapsed -> flamegraph.pl
+    need_flamegraph()
+    folded = tmp_path / "mixed.folded"
+    assert strata("convert", mixed.path, "-f", "collapsed", "-o", folded).returncode == 0
+    frames = flamegraph(folded, tmp_path / "mixed.svg")
+    assert fg_total(frames, "burn_c") == burn["total"]
+    assert fg_total(frames, "call_into_python") == func_row(rep, "call_into_python")["total"]
+    # callgrind -> callgrind_annotate
+    need_callgrind_annotate()
+    cg = tmp_path / "mixed.callgrind"
+    assert strata("convert", mixed.path, "-f", "callgrind", "-o", cg).returncode == 0
+    ann = callgrind_annotate(cg, tmp_path)
+    key = "%s:burn_c" % burn["file"]
+    assert key in ann["funcs"], [k for k in ann["funcs"] if "burn_c" in k]
+    assert ann["funcs"][key]["ob"] == burn["module"], ann["funcs"][key]
+    assert ann["funcs"][key]["cost"][0] == burn["total"]
+    caller = "%s:caller" % func_row(rep, "caller")["file"]
+    assert key in ann["tree"][caller], ann["tree"][caller]
+    hot = marker_line(EXT_C, "/* HOT */")
+    ext_lines = {ln: c[0] for (f, ln), c in ann["lines"].items() if Path(f).name == "ext.c"}
+    assert max(ext_lines, key=ext_lines.get) in (hot - 1, hot), ext_lines
+    # pprof -> go tool pprof (slow to build the first time: Debian's only)
+    if not shutil.which("go"):
+        pytest.skip("Go is not installed: `go tool pprof` checks the pprof export")
+    if not mixed.path.parent.name.startswith("native-debian"):
+        return
+    pb = tmp_path / "mixed.pb.gz"
+    assert strata("convert", mixed.path, "-f", "pprof", "-o", pb).returncode == 0
+    rows, _, _ = pprof_top(pb)
+    for f in rep["functions"]:
+        if f["kind"] == "native":
+            assert rows.get(f["name"], (0, 0)) == (f["self"], f["total"]), f
