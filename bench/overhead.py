@@ -16,7 +16,9 @@ profile's size over its sample count.
 
 A configuration is a comma-separated list of `strata record` options
 without dashes: F=1000, mode=wall, native, paused, e=cpu-clock (several
-events joined with '+': e=cpu-clock+page-faults), c=PERIOD ...
+events joined with '+': e=cpu-clock+page-faults), c=PERIOD ..., or agent
+options (ncompile=0: build every unwind table at load, as before lazy
+tables).
 """
 import argparse
 import json
@@ -34,13 +36,20 @@ WORKLOADS = {
     "calls": (ROOT / "bench" / "workloads" / "calls.py", ["50"]),
     "numpy": (ROOT / "bench" / "workloads" / "numpy_sort_fft.py", ["40"]),
 }
-NSTACKS = ROOT / "build" / "tests" / "nstacks"
+
+
+# Agent options with no `strata record` flag (STRATA_OPTIONS only):
+# ncompile=N samples in an object before its unwind table is built (0: at
+# load), ndepth=N native frames per sample.
+AGENT_ONLY = {"ncompile", "ndepth"}
 
 
 def config_args(cfg):
     args = []
     for item in filter(None, cfg.split(",")):
         k, _, v = item.partition("=")
+        if k in AGENT_ONLY:
+            continue
         flag = ("-" if len(k) == 1 else "--") + k
         if k == "e":
             v = v.replace("+", ",")
@@ -94,17 +103,15 @@ def profiled(python, script, args, cfg, tmp):
                    capture_output=True)
     cpu = run_cpu([python, str(script)] + args, env=agent_env(cfg, out))
     rep = subprocess.run([str(STRATA), "report", "--json", str(out)], capture_output=True, text=True)
-    if rep.returncode == 0:
-        samples = json.loads(rep.stdout)["samples"]
-    else:  # before `report` existed: count sample records
-        dump = subprocess.run([str(STRATA), "dump", str(out)], capture_output=True, text=True).stdout
-        samples = int(dump.strip().splitlines()[-1].split()[0])
+    if rep.returncode != 0:
+        raise SystemExit("strata report failed: %s" % rep.stderr)
+    data = json.loads(rep.stdout)
+    samples = data["samples"]
     failed = float("nan")
-    if "native" in cfg.split(",") and NSTACKS.exists():
+    nat = data.get("native")
+    if nat:
         # Share of samples whose native unwinding failed or was cut short.
-        last = subprocess.run([str(NSTACKS), str(out)], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        st = {k: int(v) for k, v in (kv.split("=") for kv in last[2:].split())}
-        failed = (st["failed"] + st["truncated"]) / max(1, st["native"])
+        failed = (nat["failed"] + nat["truncated"]) / max(1, nat["samples"])
     return cpu, out.stat().st_size, samples, failed
 
 

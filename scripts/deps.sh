@@ -29,6 +29,9 @@ command -v go >/dev/null 2>&1 || TEST="$TEST golang-go"
 # --native (issue 4): libdw/libelf for symbols and the CFI tests, g++ for the
 # C++ symbolizer fixture (libstdc++'s demangler comes with it).
 BUILD="$BUILD g++"
+# --native tests: glibc's detached debug information (Debian main; valgrind
+# depends on it anyway), so libc/libm frames have names and lines.
+TEST="$TEST libc6-dbg"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;

@@ -85,7 +85,9 @@ static void parse_options(struct agent_config *c, const char *s)
 	c->flush_ms = 100;
 	c->paused = 0;
 	c->native = 0;
-	c->native_depth = 128;
+	c->native_depth = 512; /* 3.8-3.10 run 4-6 native frames per Python frame */
+	c->native_compile = 0;
+	c->native_compile_fixed = 0;
 	memset(&c->events, 0, sizeof(c->events));
 	c->event_period = 0;
 	/* Events are '+'-separated here: commas separate the options. */
@@ -117,7 +119,10 @@ static void parse_options(struct agent_config *c, const char *s)
 				c->native = v != 0;
 			else if (!strcmp(key, "ndepth") && v >= 1 && v <= 1024)
 				c->native_depth = (unsigned)v;
-			else if (!strcmp(key, "events"))
+			else if (!strcmp(key, "ncompile") && v <= 1000000) {
+				c->native_compile = (unsigned)v;
+				c->native_compile_fixed = 1;
+			} else if (!strcmp(key, "events"))
 				snprintf(evlist, sizeof(evlist), "%s", val);
 			else if (!strcmp(key, "period"))
 				c->event_period = strtoull(val, NULL, 10);

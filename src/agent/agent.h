@@ -48,6 +48,9 @@ struct agent_config {
 	int paused;          /* start with sampling off */
 	int native;          /* --native: unwind native stacks too */
 	unsigned native_depth; /* native frames per sample */
+	unsigned native_compile; /* with native_compile_fixed: frames read in place before an
+	                          * object's unwind table is built (0: at load) */
+	int native_compile_fixed; /* else: a quarter as many frames as the object has FDEs */
 	/* -e: the first event drives sampling every event_period occurrences;
 	 * all of them are counted and read at each sample. */
 	struct event_list events;

@@ -5,11 +5,26 @@
  * Outside the handler (agent start, then every writer pass) the writer
  * notices objects that appear or go away (dl_iterate_phdr's adds/subs
  * counters; no dlopen interposition, which would change the caller that
- * glibc resolves $ORIGIN and RPATH against), copies each new object's
- * .eh_frame_hdr/.eh_frame out of memory with process_vm_readv (an object
- * unloaded meanwhile makes the copy fail instead of faulting), compiles it
- * with cfi.c, and publishes an immutable snapshot of all tables by a
- * pointer swap. It also writes one REC_MODULE per executable mapping.
+ * glibc resolves $ORIGIN and RPATH against) and publishes an immutable
+ * snapshot of them by a pointer swap. It also writes one REC_MODULE per
+ * executable mapping.
+ *
+ * Unwind tables are built lazily. Until an object has one, the handler
+ * reads the one FDE it needs in place (cfi_eval_hdr: a binary search of
+ * .eh_frame_hdr and one call frame program, no allocation), about 1 us per
+ * frame against 50 ns in a table; building a table costs about 1 us per
+ * FDE. So an object's table is built once a quarter as many frames have
+ * been read in place as it has FDEs (at least 8): an object the program
+ * keeps running in pays a quarter of its build cost in place first, one it
+ * only passes through while importing is never built. The table is built
+ * by copying the object's .eh_frame_hdr/.eh_frame out of memory
+ * with process_vm_readv (an object unloaded meanwhile makes the copy fail
+ * instead of faulting) and compiling it with cfi.c. A process that loads
+ * NumPy maps ~35 objects, most of which (OpenBLAS: 45 ms to compile) a
+ * program never spends time in, or only while importing. Code in an
+ * object loaded since the last scan is found with glibc's _dl_find_object,
+ * which is async-signal-safe, and read in place too: no sample fails for
+ * want of a table.
  *
  * In the handler (unwind_capture), the interrupted registers come from
  * the ucontext; each step is two binary searches (object, then row) and
@@ -22,6 +37,7 @@
  * still current); the writer frees a replaced snapshot only once no slot
  * holds it.
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +47,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -55,8 +72,14 @@ struct uobj {
 	size_t image_len;
 	uint32_t nseg;
 	uint64_t seg_start[MAX_SEGS], seg_end[MAX_SEGS], seg_off[MAX_SEGS];
+	/* Its .eh_frame_hdr and the segment holding it (with the FDEs): what
+	 * the handler reads in place until the table is built. 0 if none. */
+	uint64_t hdr, hdr_seg, hdr_seglen;
+	_Atomic uint32_t hits;      /* frames unwound through it without a table */
+	uint32_t compile_at;        /* ... before its table is built */
+	int compile_failed;
 	struct cfi_table cfi;
-	int has_cfi;
+	int has_cfi;                /* cfi is built */
 	int present;                /* seen by the last scan */
 	int announced;              /* REC_MODULE written in the current stream */
 	int gone;                   /* unloaded: free when no snapshot uses it */
@@ -65,7 +88,8 @@ struct uobj {
 
 struct uent {
 	uint64_t start, end;
-	const struct cfi_table *t;
+	const struct cfi_table *t;  /* NULL: not built yet, read o's FDEs in place */
+	struct uobj *o;
 };
 
 struct usnap {
@@ -85,7 +109,12 @@ static struct {
 	uint64_t vdso;
 	uint64_t table_bytes;
 	_Atomic int miss;           /* the handler met code outside every table */
-	uint64_t scan_ns;           /* time spent building tables */
+	uint64_t scan_ns;           /* time spent scanning and building tables */
+	unsigned compiled;          /* tables built */
+	/* glibc >= 2.35, looked up at start so the handler never goes
+	 * through lazy PLT binding; NULL before 2.35. */
+	int (*find_object)(void *, struct dl_find_object *);
+	int debug;                  /* STRATA_DEBUG_NATIVE: log what tables cost */
 } U;
 
 /* ---- the handler side ----------------------------------------------------- */
@@ -143,18 +172,41 @@ int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uin
 
 	int n = 0;
 	int exact = 1; /* the pc is where execution is, not a return address */
+	struct cfi_rules inplace;
 	out[n++] = r[DW_RA];
 	s->native_progress = n;
 	for (;;) {
 		uint64_t pc = r[DW_RA];
 		uint64_t lpc = exact ? pc : pc - 1; /* a call may be the last instruction of its function */
 		const struct uent *e = find_ent(snap, lpc);
-		const struct cfi_rules *ru = e ? cfi_lookup(e->t, lpc) : NULL;
-		if (!ru) {
-			/* Code in no table: most likely an object loaded since
-			 * the writer's last scan. Wake it now rather than in 10 ms. */
-			if (!e && !atomic_exchange_explicit(&U.miss, 1, memory_order_relaxed))
+		const struct cfi_rules *ru = NULL;
+		if (e && e->t) {
+			ru = cfi_lookup(e->t, lpc);
+		} else if (e) {
+			/* Not built yet: read its FDE in place, and once the
+			 * object has earned it, have the writer build it. */
+			struct cfi_source src = { (const uint8_t *)(uintptr_t)e->o->hdr_seg, e->o->hdr_seglen,
+						  e->o->hdr_seg, 0 };
+			if (cfi_eval_hdr(&src, e->o->hdr, lpc, &inplace) == 0)
+				ru = &inplace;
+			if (atomic_fetch_add_explicit(&e->o->hits, 1, memory_order_relaxed) + 1 == e->o->compile_at)
 				writer_poke();
+		} else {
+			/* Code in no object of the snapshot: most likely one
+			 * loaded since the writer's last scan. Wake it now
+			 * rather than in 10 ms, and meanwhile ask the loader. */
+			if (!atomic_exchange_explicit(&U.miss, 1, memory_order_relaxed))
+				writer_poke();
+			struct dl_find_object fo;
+			if (U.find_object && U.find_object((void *)(uintptr_t)lpc, &fo) == 0 && fo.dlfo_eh_frame) {
+				uint64_t lo = (uint64_t)(uintptr_t)fo.dlfo_map_start;
+				struct cfi_source src = { (const uint8_t *)fo.dlfo_map_start,
+							  (size_t)((uint64_t)(uintptr_t)fo.dlfo_map_end - lo), lo, 0 };
+				if (cfi_eval_hdr(&src, (uint64_t)(uintptr_t)fo.dlfo_eh_frame, lpc, &inplace) == 0)
+					ru = &inplace;
+			}
+		}
+		if (!ru) {
 			*flags |= STACK_NATIVE_FAILED;
 			break;
 		}
@@ -273,29 +325,49 @@ struct objinfo {
 	const void *phdr_addr;
 };
 
-static int compile_from_memory(struct uobj *o, const struct objinfo *oi)
+/* Where the object's .eh_frame_hdr is, and the segment that holds it
+ * (.eh_frame is in the same read-only segment). */
+static void find_hdr(struct uobj *o, const struct objinfo *oi)
 {
 	uint64_t hdr = 0;
 	for (uint32_t i = 0; i < oi->nph; i++)
 		if (oi->ph[i].type == PT_GNU_EH_FRAME)
 			hdr = oi->bias + oi->ph[i].vaddr;
-	if (!hdr)
-		return -1;
-	/* .eh_frame_hdr and .eh_frame live in the same read-only segment. */
-	for (uint32_t i = 0; i < oi->nph; i++) {
+	for (uint32_t i = 0; hdr && i < oi->nph; i++) {
 		const struct seginfo *p = &oi->ph[i];
 		uint64_t lo = oi->bias + p->vaddr;
 		if (p->type != PT_LOAD || hdr < lo || hdr >= lo + p->filesz)
 			continue;
-		uint8_t *copy = copy_mem(lo, p->filesz);
-		if (!copy)
-			return -1;
-		struct cfi_source src = { copy, p->filesz, lo, 0 };
-		int rc = cfi_build_eh_frame_hdr(&o->cfi, &src, hdr, NULL);
-		free(copy);
-		return rc == CFI_OK ? 0 : -1;
+		o->hdr = hdr;
+		o->hdr_seg = lo;
+		o->hdr_seglen = p->filesz;
+		uint8_t *h = copy_mem(hdr, 32 <= lo + p->filesz - hdr ? 32 : lo + p->filesz - hdr);
+		uint64_t count = 0;
+		if (h) {
+			struct cfi_source src = { h, 32 <= lo + p->filesz - hdr ? 32 : lo + p->filesz - hdr, hdr, 0 };
+			if (cfi_hdr_count(&src, hdr, &count))
+				count = 0;
+			free(h);
+		}
+		/* ncompile=N overrides the rule (0: build at load). */
+		count /= 4;
+		o->compile_at = agent.cfg.native_compile_fixed ? agent.cfg.native_compile
+				: count < 8 ? 8 : count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+		return;
 	}
-	return -1;
+}
+
+static int compile_from_memory(struct uobj *o)
+{
+	if (!o->hdr)
+		return -1;
+	uint8_t *copy = copy_mem(o->hdr_seg, o->hdr_seglen);
+	if (!copy)
+		return -1;
+	struct cfi_source src = { copy, o->hdr_seglen, o->hdr_seg, 0 };
+	int rc = cfi_build_eh_frame_hdr(&o->cfi, &src, o->hdr, NULL);
+	free(copy);
+	return rc == CFI_OK ? 0 : -1;
 }
 
 /* For objects without an .eh_frame_hdr: the .eh_frame or .debug_frame
@@ -360,6 +432,42 @@ static int is_vdso(const struct objinfo *oi)
 	return U.vdso && (uint64_t)(uintptr_t)oi->phdr_addr == U.vdso + ((const ElfW(Ehdr) *)(uintptr_t)U.vdso)->e_phoff;
 }
 
+/* CPU time of the writer thread: what building tables costs the process
+ * (wall time would count the writer waiting for a core). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void compile(struct uobj *o)
+{
+	if (o->has_cfi || o->compile_failed)
+		return;
+	uint64_t t0 = thread_cpu_ns();
+	o->has_cfi = compile_from_memory(o) == 0 || compile_from_file(o) == 0;
+	if (o->has_cfi) {
+		U.table_bytes += cfi_table_bytes(&o->cfi);
+		U.compiled++;
+	} else {
+		o->compile_failed = 1;
+	}
+	if (U.debug)
+		agent_log("native: %s: %s after %u frames, %u rows, %zu KiB, %.1f ms CPU", o->path,
+			  o->has_cfi ? "table built" : "no usable CFI", atomic_load(&o->hits), o->cfi.nrows,
+			  cfi_table_bytes(&o->cfi) >> 10, (thread_cpu_ns() - t0) / 1e6);
+}
+
+/* Drops a table no snapshot uses yet (built in this pass). */
+static void uncompile(struct uobj *o)
+{
+	U.table_bytes -= cfi_table_bytes(&o->cfi);
+	U.compiled--;
+	cfi_table_free(&o->cfi);
+	o->has_cfi = 0;
+}
+
 static struct uobj *obj_new(const struct objinfo *oi)
 {
 	struct uobj *o = calloc(1, sizeof(*o));
@@ -402,17 +510,23 @@ static struct uobj *obj_new(const struct objinfo *oi)
 		if (hi && hi <= (1u << 20) && (o->image = copy_mem(U.vdso, hi)))
 			o->image_len = hi;
 	}
-	o->has_cfi = compile_from_memory(o, oi) == 0 || compile_from_file(o) == 0;
-	if (!o->has_cfi)
+	find_hdr(o, oi);
+	/* Without an .eh_frame_hdr the handler cannot read FDEs in place:
+	 * such an object (rare: linked without --eh-frame-hdr) gets its
+	 * table now, from the file. */
+	if (!o->hdr || !o->compile_at)
+		compile(o);
+	if (!o->has_cfi && !o->hdr)
 		o->flags |= MOD_NO_CFI;
-	else
-		U.table_bytes += cfi_table_bytes(&o->cfi);
 	return o;
 }
 
 static void obj_free(struct uobj *o)
 {
-	U.table_bytes -= o->has_cfi ? cfi_table_bytes(&o->cfi) : 0;
+	if (o->has_cfi) {
+		U.table_bytes -= cfi_table_bytes(&o->cfi);
+		U.compiled--;
+	}
 	cfi_table_free(&o->cfi);
 	free(o->path);
 	free(o->image);
@@ -494,7 +608,7 @@ static struct usnap *snap_build(void)
 	for (struct uobj *o = U.objs; o; o = o->next)
 		if (!o->gone) {
 			nobj++;
-			if (o->has_cfi)
+			if (o->has_cfi || o->hdr)
 				nent += o->nseg;
 		}
 	struct usnap *s = calloc(1, sizeof(*s) + nent * sizeof(struct uent));
@@ -510,10 +624,10 @@ static struct usnap *snap_build(void)
 			continue;
 		s->objs[s->nobjs++] = o;
 		o->refs++;
-		if (!o->has_cfi)
+		if (!o->has_cfi && !o->hdr)
 			continue;
 		for (uint32_t i = 0; i < o->nseg; i++)
-			s->e[s->n++] = (struct uent){ o->seg_start[i], o->seg_end[i], &o->cfi };
+			s->e[s->n++] = (struct uent){ o->seg_start[i], o->seg_end[i], o->has_cfi ? &o->cfi : NULL, o };
 	}
 	qsort(s->e, s->n, sizeof(s->e[0]), ent_cmp);
 	return s;
@@ -592,7 +706,7 @@ int unwind_poll(struct wbuf *recs)
 	int changed = 0;
 	atomic_store(&U.miss, 0);
 	if (!U.scanned || c[0] != U.adds || c[1] != U.subs) {
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = thread_cpu_ns();
 		struct objinfo *oi = malloc(sizeof(*oi));
 		if (!oi)
 			return -1;
@@ -612,18 +726,47 @@ int unwind_poll(struct wbuf *recs)
 		U.adds = c[0];
 		U.subs = c[1];
 		U.scanned = 1;
-		U.scan_ns += mono_ns() - t0;
-		if (getenv("STRATA_DEBUG_NATIVE"))
-			agent_log("native: %u objects, tables %llu KiB, %.1f ms building them so far",
-				  count_objs(), (unsigned long long)(U.table_bytes >> 10), U.scan_ns / 1e6);
-		if (changed) {
-			struct usnap *s = snap_build();
-			if (s) {
-				struct usnap *old = atomic_exchange(&U.cur, s);
-				if (old) {
-					old->next_retired = U.retired;
-					U.retired = old;
-				}
+		U.scan_ns += thread_cpu_ns() - t0;
+	}
+	/* Tables for the objects samples keep meeting. This runs outside the
+	 * loader's lock (building OpenBLAS's table takes 60 ms, too long to
+	 * hold up dlopen in other threads), so an object unloaded meanwhile
+	 * could leave a table of whatever took its place: if anything was
+	 * unloaded while building, the new tables are dropped and built
+	 * again after the next scan. */
+	{
+		uint64_t t0 = thread_cpu_ns();
+		struct uobj *built[64];
+		unsigned nbuilt = 0;
+		for (struct uobj *o = U.objs; o && nbuilt < 64; o = o->next)
+			if (!o->gone && !o->has_cfi && !o->compile_failed && o->hdr &&
+			    atomic_load_explicit(&o->hits, memory_order_relaxed) >= o->compile_at) {
+				compile(o);
+				if (o->has_cfi)
+					built[nbuilt++] = o;
+			}
+		if (nbuilt) {
+			dl_iterate_phdr(count_cb, c);
+			if (c[1] != U.subs) {
+				for (unsigned i = 0; i < nbuilt; i++)
+					uncompile(built[i]);
+				U.scanned = 0; /* rescan at the next pass */
+			} else {
+				changed = 1;
+			}
+			U.scan_ns += thread_cpu_ns() - t0;
+		}
+	}
+	if (changed) {
+		if (U.debug)
+			agent_log("native: %u objects, %u tables (%llu KiB), %.1f ms CPU scanning and building so far",
+				  count_objs(), U.compiled, (unsigned long long)(U.table_bytes >> 10), U.scan_ns / 1e6);
+		struct usnap *sn = snap_build();
+		if (sn) {
+			struct usnap *old = atomic_exchange(&U.cur, sn);
+			if (old) {
+				old->next_retired = U.retired;
+				U.retired = old;
 			}
 		}
 	}
@@ -638,6 +781,20 @@ int unwind_poll(struct wbuf *recs)
 	return changed;
 }
 
+void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
+{
+	/* The writer owns the snapshots: reading the current one needs no
+	 * hazard pointer here. */
+	const struct usnap *sn = atomic_load_explicit(&U.cur, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t pc = i ? addrs[i] - 1 : addrs[i];
+		if (!sn || !find_ent(sn, pc)) {
+			unwind_poll(recs);
+			return;
+		}
+	}
+}
+
 void unwind_stream_reset(void)
 {
 	for (struct uobj *o = U.objs; o; o = o->next)
@@ -647,6 +804,8 @@ void unwind_stream_reset(void)
 int unwind_init(void)
 {
 	U.vdso = getauxval(AT_SYSINFO_EHDR);
+	U.debug = getenv("STRATA_DEBUG_NATIVE") != NULL;
+	*(void **)&U.find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
 	return unwind_poll(NULL) < 0 ? -1 : 0;
 }
 

@@ -22,6 +22,11 @@ int unwind_init(void);
  * handler can still be using. Returns 1 if the set changed, 0, or -1. */
 int unwind_poll(struct wbuf *recs);
 
+/* Writer, before a REC_STACK: the objects its native addresses point into
+ * must be announced first (REC_MODULE in `recs`), also those loaded since
+ * the last pass, which the handler found with _dl_find_object. */
+void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs);
+
 /* A new stream starts (fork child, resumed exec): announce every object again. */
 void unwind_stream_reset(void);
 

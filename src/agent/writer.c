@@ -547,6 +547,8 @@ static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe
 	if (oom)
 		return UINT32_MAX;
 	id = W.next_stack++;
+	if (h->nnative)
+		unwind_cover(native, h->nnative, &W.recs);
 	struct rec_stack st = {
 		.index = id,
 		.flags = h->stack_flags,

@@ -41,6 +41,7 @@ static const char usage_text[] =
 	"  -p, --pid PID        only samples of process PID\n"
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
+	"      --keep-interpreter  native stacks: keep CPython's own frames\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"self: samples whose innermost frame is in the function (or line).\n"
@@ -53,6 +54,7 @@ struct report_opts {
 	int limit;          /* 0 = all */
 	int by_total;
 	int no_idle;
+	int keep_interpreter;
 	uint32_t pid, tid;
 	const char *path;
 };
@@ -307,8 +309,16 @@ static void split_width(int avail, int a, int b, int share_a, int *wa, int *wb)
 		*wb = 12;
 }
 
-static void location(char *out, size_t n, const char *file, uint32_t line, const char *cwd)
+/* Where a function's frame is: file:line, or for native code without
+ * debug information the object it is in. */
+static void location(char *out, size_t n, const struct pfunc *fn, uint32_t line, const char *cwd)
 {
+	const char *file = fn->file;
+	if ((!file || !*file) && fn->module && *fn->module) {
+		const char *b = strrchr(fn->module, '/');
+		snprintf(out, n, "%s", b && b[1] ? b + 1 : fn->module);
+		return;
+	}
 	const char *f = file && *file ? short_path(file, cwd) : "";
 	if (!*f)
 		snprintf(out, n, "%s", "-");
@@ -320,9 +330,10 @@ static void location(char *out, size_t n, const char *file, uint32_t line, const
 
 /* A location cut to `width` columns keeps what identifies it: the file's
  * base name and the line, rather than the tail of a long directory. */
-static void fit_location(char *out, size_t n, const char *file, uint32_t line, const char *cwd, int width)
+static void fit_location(char *out, size_t n, const struct pfunc *fn, uint32_t line, const char *cwd, int width)
 {
-	location(out, n, file, line, cwd);
+	const char *file = fn->file;
+	location(out, n, fn, line, cwd);
 	if ((int)text_width(out) <= width || !file || !*file)
 		return;
 	const char *base = strrchr(file, '/');
@@ -421,7 +432,7 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		if (r->total[0] > max)
 			max = r->total[0];
 		int nl = (int)text_width(f->name);
-		location(loc, sizeof(loc), f->file, f->line, cwd);
+		location(loc, sizeof(loc), f, f->line, cwd);
 		int ll = (int)text_width(loc);
 		nw_name = nl > nw_name ? nl : nw_name;
 		nw_loc = ll > nw_loc ? ll : nw_loc;
@@ -453,7 +464,7 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		evcols_row(&ec, r->self);
 		put_cell(f->name, (size_t)wf, 1, 0);
 		printf("  ");
-		fit_location(loc, sizeof(loc), f->file, f->line, cwd, wl);
+		fit_location(loc, sizeof(loc), f, f->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  %s\n", pkind_name(f->kind));
 	}
@@ -508,7 +519,7 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		const struct pfunc *f = &p->funcs[r->func];
 		if (r->self[0] > max)
 			max = r->self[0];
-		location(loc, sizeof(loc), f->file, r->line, cwd);
+		location(loc, sizeof(loc), f, r->line, cwd);
 		int ll = (int)text_width(loc), fl = (int)text_width(f->name);
 		nw_loc = ll > nw_loc ? ll : nw_loc;
 		nw_fn = fl > nw_fn ? fl : nw_fn;
@@ -537,10 +548,11 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		const struct pfunc *f = &p->funcs[r->func];
 		printf("%6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0]);
 		evcols_row(&ec, r->self);
-		fit_location(loc, sizeof(loc), f->file, r->line, cwd, wl);
+		fit_location(loc, sizeof(loc), f, r->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  ");
-		int has_src = f->kind == PK_PYTHON && src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
+		int has_src = (f->kind == PK_PYTHON || f->kind == PK_NATIVE) &&
+			      src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
 		put_cell(f->name, (size_t)wf, 1, has_src ? PAD_LEFT : NO_PAD);
 		if (has_src) {
 			printf("  ");
@@ -668,6 +680,11 @@ static void print_header(const struct profile *p, const struct agg *a, const str
 			       in->flags & EVD_CLOCK ? " ns" : "", in->flags & EVD_USER_ONLY ? " (user space only)" : "");
 		}
 		printf("\n");
+	}
+	if (p->native.samples) {
+		uint64_t bad = p->native.failed + p->native.truncated;
+		printf("native stacks: %" PRIu64 " samples, %.1f%% cut short%s\n", p->native.samples,
+		       pct(bad, p->native.samples), bad ? " (shown under [native stack incomplete])" : "");
 	}
 }
 
@@ -813,6 +830,23 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 	json_key(j, "no_idle");
 	json_bool(j, o->no_idle);
 	json_object_end(j);
+	json_key(j, "native");
+	if (p->native.samples) {
+		json_object_begin(j);
+		json_key(j, "samples");
+		json_uint(j, p->native.samples);
+		json_key(j, "failed");
+		json_uint(j, p->native.failed);
+		json_key(j, "truncated");
+		json_uint(j, p->native.truncated);
+		json_key(j, "mismatch");
+		json_uint(j, p->native.mismatch);
+		json_key(j, "keep_interpreter");
+		json_bool(j, o->keep_interpreter);
+		json_object_end(j);
+	} else {
+		json_null(j);
+	}
 	json_key(j, "warnings");
 	json_array_begin(j);
 	for (uint32_t i = 0; i < p->nwarnings; i++)
@@ -891,6 +925,11 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 		json_uint(j, f->line);
 		json_key(j, "kind");
 		json_string(j, pkind_name(f->kind));
+		json_key(j, "module");
+		if (f->module)
+			json_string(j, f->module);
+		else
+			json_null(j);
 		json_key(j, "self");
 		json_uint(j, r->self[0]);
 		json_key(j, "total");
@@ -917,6 +956,11 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 		json_string(j, f->name);
 		json_key(j, "kind");
 		json_string(j, pkind_name(f->kind));
+		json_key(j, "module");
+		if (f->module)
+			json_string(j, f->module);
+		else
+			json_null(j);
 		json_key(j, "self");
 		json_uint(j, r->self[0]);
 		json_key(j, "total");
@@ -952,6 +996,7 @@ int cmd_report(int argc, char **argv)
 		{ "pid", required_argument, 0, 'p' },
 		{ "tid", required_argument, 0, 't' },
 		{ "no-idle", no_argument, 0, 'I' },
+		{ "keep-interpreter", no_argument, 0, 'K' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -994,6 +1039,9 @@ int cmd_report(int argc, char **argv)
 		case 'I':
 			o.no_idle = 1;
 			break;
+		case 'K':
+			o.keep_interpreter = 1;
+			break;
 		case 'e':
 			o.event_name = optarg;
 			break;
@@ -1014,7 +1062,8 @@ int cmd_report(int argc, char **argv)
 		o.limit = o.json ? 0 : 20;
 
 	char err[512];
-	struct profile *p = profile_load(o.path, NULL, err, sizeof(err));
+	struct load_opts lo = { .keep_interpreter = o.keep_interpreter };
+	struct profile *p = profile_load(o.path, &lo, err, sizeof(err));
 	if (!p) {
 		errorf("%s: %s", o.path, err);
 		return 1;

@@ -322,6 +322,9 @@ struct exec {
 	uint64_t loc, end;
 	uint32_t last_rule;
 	int emit;                  /* 0 while running the CIE's instructions */
+	int eval;                  /* cfi_eval_hdr: no table, stop at `target` */
+	int stop;
+	uint64_t target;
 };
 
 static void emit_span(struct exec *x, uint64_t to)
@@ -350,6 +353,14 @@ static void advance(struct exec *x, uint64_t to)
 {
 	if (to > x->end)
 		to = x->end;
+	if (x->eval) {
+		/* The state now is the row that covers the target. */
+		if (x->emit && to > x->target)
+			x->stop = 1;
+		else if (to > x->loc)
+			x->loc = to;
+		return;
+	}
 	emit_span(x, to);
 	if (to > x->loc)
 		x->loc = to;
@@ -360,7 +371,7 @@ static int run(struct exec *x, const uint8_t *p, const uint8_t *end)
 {
 	struct cur c = { p, end, 0 };
 	const struct cie *ci = x->cie;
-	while (c.p < c.end && !c.err) {
+	while (c.p < c.end && !c.err && !x->stop) {
 		uint8_t op = *c.p++;
 		uint8_t low = op & 0x3f;
 		uint64_t reg, r2;
@@ -857,6 +868,172 @@ int cfi_build_eh_frame_hdr(struct cfi_table *t, const struct cfi_source *s, uint
 	if (bad)
 		*bad = nbad;
 	return finish(&b, t);
+}
+
+/* The size of one field of a fixed-size pointer encoding, 0 if variable. */
+static size_t enc_size(uint8_t enc)
+{
+	switch (enc & 0x0f) {
+	case PE_udata2: case PE_sdata2: return 2;
+	case PE_udata4: case PE_sdata4: return 4;
+	case PE_absptr: case PE_udata8: case PE_sdata8: return 8;
+	default: return 0;
+	}
+}
+
+int cfi_hdr_count(const struct cfi_source *s, uint64_t hdr, uint64_t *count)
+{
+	if (hdr < s->vaddr || hdr - s->vaddr >= s->len)
+		return -1;
+	struct cur c = { s->data + (hdr - s->vaddr), s->data + s->len, 0 };
+	uint8_t version = (uint8_t)rd_u(&c, 1);
+	uint8_t ptr_enc = (uint8_t)rd_u(&c, 1), cnt_enc = (uint8_t)rd_u(&c, 1), tab_enc = (uint8_t)rd_u(&c, 1);
+	if (c.err || version != 1 || cnt_enc == PE_omit || tab_enc == PE_omit)
+		return -1;
+	rd_enc(&c, s, ptr_enc, hdr, 0);
+	*count = rd_enc(&c, s, cnt_enc, hdr, 0);
+	return c.err ? -1 : 0;
+}
+
+int cfi_eval_hdr(const struct cfi_source *s, uint64_t hdr, uint64_t pc, struct cfi_rules *out)
+{
+	if (hdr < s->vaddr || hdr - s->vaddr >= s->len)
+		return -1;
+	struct cur c = { s->data + (hdr - s->vaddr), s->data + s->len, 0 };
+	uint8_t version = (uint8_t)rd_u(&c, 1);
+	uint8_t ptr_enc = (uint8_t)rd_u(&c, 1), cnt_enc = (uint8_t)rd_u(&c, 1), tab_enc = (uint8_t)rd_u(&c, 1);
+	if (c.err || version != 1 || cnt_enc == PE_omit || tab_enc == PE_omit)
+		return -1;
+	rd_enc(&c, s, ptr_enc, hdr, 0);
+	uint64_t count = rd_enc(&c, s, cnt_enc, hdr, 0);
+	size_t w = enc_size(tab_enc);
+	if (c.err || !w || count == 0 || count > (uint64_t)(c.end - c.p) / (2 * w))
+		return -1;
+	/* Binary search of the sorted (initial location, FDE) table for the
+	 * last entry that starts at or before pc. */
+	const uint8_t *tab = c.p;
+	uint64_t lo = 0, hi = count;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		struct cur e = { tab + mid * 2 * w, c.end, 0 };
+		uint64_t start = rd_enc(&e, s, tab_enc, hdr, 0);
+		if (e.err)
+			return -1;
+		if (start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	struct cur e = { tab + (lo - 1) * 2 * w, c.end, 0 };
+	rd_enc(&e, s, tab_enc, hdr, 0);
+	uint64_t fde = rd_enc(&e, s, tab_enc, hdr, 0);
+	struct entry fe, ce;
+	if (e.err || fde < s->vaddr || fde - s->vaddr >= s->len || read_entry(s, (size_t)(fde - s->vaddr), &fe) != 1 ||
+	    fe.id == 0 || fe.id > fe.id_off)
+		return -1;
+	struct cie ci;
+	if (read_entry(s, fe.id_off - (size_t)fe.id, &ce) != 1 || ce.id != 0 || parse_cie(s, &ce, 0, &ci))
+		return -1;
+	struct cur f = { fe.body, fe.end, 0 };
+	uint64_t start = rd_enc(&f, s, ci.fde_enc, 0, 0) + s->bias;
+	uint64_t range = rd_enc(&f, s, ci.fde_enc, 0, 1);
+	if (ci.has_z) {
+		uint64_t zlen = rd_uleb(&f);
+		if (need(&f, zlen))
+			f.p += zlen;
+	}
+	if (f.err || pc < start || pc - start >= range)
+		return -1;
+	struct exec x;
+	memset(&x, 0, sizeof(x));
+	x.s = s;
+	x.cie = &ci;
+	x.loc = start;
+	x.end = start + range;
+	x.last_rule = CFI_NO_RULE;
+	x.eval = 1;
+	x.target = pc;
+	x.st.cfa.kind = CFA_UNSUPPORTED;
+	if (run(&x, ci.insns, ci.insns_end))
+		return -1;
+	x.init = x.st;
+	x.emit = 1;
+	if (run(&x, f.p, fe.end))
+		return -1;
+	*out = x.st;
+	out->cfa.signal_frame = ci.signal;
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int cfi_fde_ranges(const struct cfi_source *s, int debug_frame, uint64_t (**out)[2], uint32_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	struct cie_cache *cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return CFI_E_OOM;
+	uint64_t(*r)[2] = NULL;
+	uint32_t cap = 0, k = 0;
+	size_t off = 0;
+	struct entry e;
+	while (read_entry(s, off, &e) == 1) {
+		off = (size_t)(e.end - s->data);
+		uint64_t cie_id = debug_frame ? (e.is64 ? ~0ull : 0xffffffffu) : 0;
+		if (e.id == cie_id)
+			continue;
+		size_t cie_off;
+		if (debug_frame)
+			cie_off = (size_t)e.id;
+		else if (e.id <= e.id_off)
+			cie_off = e.id_off - (size_t)e.id;
+		else
+			continue;
+		const struct cie *ci = get_cie(cc, s, cie_off, debug_frame);
+		if (!ci)
+			continue;
+		struct cur c = { e.body, e.end, 0 };
+		uint64_t start, range;
+		if (ci->addr_size) {
+			start = rd_u(&c, ci->addr_size) + s->bias;
+			range = rd_u(&c, ci->addr_size);
+		} else {
+			start = rd_enc(&c, s, ci->fde_enc, 0, 0) + s->bias;
+			range = rd_enc(&c, s, ci->fde_enc, 0, 1);
+		}
+		if (c.err || range == 0 || start + range < start)
+			continue;
+		if (k == cap) {
+			uint32_t nc = cap ? cap * 2 : 256;
+			uint64_t(*nr)[2] = realloc(r, nc * sizeof(*nr));
+			if (!nr) {
+				free(r);
+				free(cc);
+				return CFI_E_OOM;
+			}
+			r = nr;
+			cap = nc;
+		}
+		r[k][0] = start;
+		r[k][1] = start + range;
+		k++;
+	}
+	free(cc);
+	if (!k) {
+		free(r);
+		return CFI_E_EMPTY;
+	}
+	qsort(r, k, sizeof(*r), range_cmp);
+	*out = r;
+	*n = k;
+	return CFI_OK;
 }
 
 void cfi_table_free(struct cfi_table *t)

@@ -7,7 +7,9 @@
  * frame programs once, outside any signal handler (it allocates). The
  * result is two parallel sorted arrays (row start address, rule set index)
  * plus a deduplicated array of rule sets: a sample's lookup is one binary
- * search and plain loads, so cfi_lookup() is async-signal-safe.
+ * search and plain loads, so cfi_lookup() is async-signal-safe. Where no
+ * table is built (yet), cfi_eval_hdr() runs the one FDE that covers a pc,
+ * in place, without allocating: slower per lookup, nothing up front.
  *
  * Only what gcc and clang emit for x86-64 is representable: a CFA of
  * register+offset, *(register+offset) (stack realignment, signal frames)
@@ -113,10 +115,27 @@ int cfi_build_eh_frame_hdr(struct cfi_table *t, const struct cfi_source *s, uint
 
 void cfi_table_free(struct cfi_table *t);
 
+/* Where every FDE of a whole section starts and ends ([start, end) pairs
+ * sorted by start, in *out, freed by the caller), without running their
+ * programs: the function boundaries of an object with no symbols. */
+int cfi_fde_ranges(const struct cfi_source *s, int is_debug_frame, uint64_t (**out)[2], uint32_t *n);
+
 /* The rule set index at pc (CFI_NO_RULE if none), and whether an FDE
  * starts exactly there. For offline analysis of a table. */
 uint32_t cfi_rule_at(const struct cfi_table *t, uint64_t pc, int *fde_start);
 size_t cfi_table_bytes(const struct cfi_table *t);
+
+/* The number of FDEs an .eh_frame_hdr lists (s holds at least its
+ * header). Returns 0, or -1 if it has no search table. */
+int cfi_hdr_count(const struct cfi_source *s, uint64_t hdr, uint64_t *count);
+
+/* The rules that hold at `pc`, read in place from the .eh_frame_hdr at
+ * `hdr` and the FDE and CIE it leads to (in s's range): one FDE's program
+ * run up to pc, with no table. Async-signal-safe (no allocation, bounded
+ * work, every read within s; if s is live memory the caller guards against
+ * it going away). Gives the same rules as the table cfi_build_eh_frame_hdr
+ * compiles. Returns 0, or -1 if no FDE covers pc or it cannot be read. */
+int cfi_eval_hdr(const struct cfi_source *s, uint64_t hdr, uint64_t pc, struct cfi_rules *out);
 
 /* The rules that hold at `pc`, or NULL if no FDE covers it.
  * Async-signal-safe: plain loads, no allocation. */

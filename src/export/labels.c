@@ -14,6 +14,13 @@ const char *path_base(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
+/* An unnamed native function is called "object+0xOFFSET" already. */
+static int names_module(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+	return !strncmp(name, base, n) && !strncmp(name + n, "+0x", 3);
+}
+
 size_t frame_label(const struct profile *p, uint32_t f, int flags, char *buf, size_t n)
 {
 	if (!n)
@@ -30,7 +37,7 @@ size_t frame_label(const struct profile *p, uint32_t f, int flags, char *buf, si
 		len = snprintf(buf, n, "%s (%s:%u)", fn->name, file, fr->line);
 	else if (file)
 		len = snprintf(buf, n, "%s (%s)", fn->name, file);
-	else if (fn->module)
+	else if (fn->module && !names_module(fn->name, path_base(fn->module)))
 		len = snprintf(buf, n, "%s (%s)", fn->name, path_base(fn->module));
 	else
 		len = snprintf(buf, n, "%s", fn->name);

@@ -3,7 +3,8 @@
  * thing for the same frame.
  *
  *   Python / JIT   "qualname (file:line)"      line of the frame (call site)
- *   native         "symbol (file.c:line)" or "symbol (module)"
+ *   native         "symbol (file.c:line)" or "symbol (module)", or for a
+ *                  function without a symbol "module+0xSTART" alone
  *   synthetic      the marker itself, e.g. "[no Python frame]"
  */
 #ifndef STRATA_LABELS_H

@@ -33,6 +33,17 @@ uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_n
 			*st = s;
 		return n;
 	}
+	if (npy == 0 && !keep_interpreter) {
+		/* No Python frame (interpreter start-up or shutdown, or a
+		 * thread that runs no Python): what matters is the code the
+		 * interpreter called last, if any; everything from the
+		 * innermost interpreter frame out is the runtime itself. */
+		for (uint32_t k = 0; k < nnative && !nat[k].interpreter; k++)
+			out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
+		if (st)
+			*st = s;
+		return n;
+	}
 	uint32_t last_py_out = UINT32_MAX; /* position in out after the outermost Python frame placed */
 	for (uint32_t k = 0; k < nnative; k++) {
 		if (nat[k].eval) {
@@ -63,6 +74,7 @@ uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_n
 				s.unplaced++;
 		if (native_complete)
 			s.mismatch = 1;
+		s.unplaced_at = n;
 		for (; next_py < npy; next_py++)
 			out[n++] = (struct merge_frame){ MERGE_PY, next_py };
 		last_py_out = n;

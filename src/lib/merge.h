@@ -10,7 +10,9 @@
  * interleave in their true order. CPython's other frames (call machinery,
  * builtins compiled into the interpreter) and the native frames outside the
  * outermost Python frame (_start, thread start-up) are hidden unless
- * keep_interpreter is set.
+ * keep_interpreter is set; in a stack without Python frames, so is
+ * everything from the innermost interpreter frame out (start-up and
+ * shutdown show only the code the interpreter was calling).
  *
  * The merge is pure: callers say which native frames are eval activations
  * and which belong to the interpreter (symbols.c knows), so it is tested
@@ -37,6 +39,7 @@ struct merge_stats {
 	uint32_t evals;       /* eval activations in the native stack */
 	uint32_t chunks;      /* runs of Python frames (one per activation) */
 	uint32_t unplaced;    /* chunks with no activation left: put at the root */
+	uint32_t unplaced_at; /* where in out the first of those frames is (when unplaced > 0) */
 	int mismatch;         /* chunks and activations disagree though unwinding completed */
 };
 

@@ -1,8 +1,8 @@
 /*
  * profile-internal.h — loader state behind struct profile (p->in), shared
  * by the files that implement profile.h: profile.c (ingesting records),
- * stacks.c (turning a stack record into a call-tree node) and aggregate.c.
- * Nothing outside src/lib/profile*.c, stacks.c and aggregate.c includes it.
+ * stacks.c (turning a stack record into a call-tree node), native.c
+ * (native frames) and aggregate.c. Nothing else includes it.
  */
 #ifndef STRATA_PROFILE_INTERNAL_H
 #define STRATA_PROFILE_INTERNAL_H
@@ -24,7 +24,20 @@ struct pstream {
 	uint32_t proc;        /* index into p->procs, PNONE until known */
 	uint64_t clock;       /* CLOCK_MONOTONIC time of the last sample */
 	uint64_t drops;       /* sum of this stream's REC_DROPPED counts */
+	struct sym_space *space;    /* its native mappings (native.c), NULL until a REC_MODULE */
+	struct u64map native_map;   /* address (bit 63: a return address) → natives[] */
 };
+
+/* One native address of one stream, symbolized (native.c). */
+struct pnative {
+	uint32_t frame;       /* PNONE for interpreter frames hidden in this model */
+	uint8_t eval;         /* an activation of CPython's eval loop */
+	uint8_t interpreter;  /* CPython's own code */
+};
+
+/* What a native stack record said about its unwinding, per stack
+ * (native_stacks), so that samples can be counted in p->native. */
+enum { NSTACK_NATIVE = 1, NSTACK_FAILED = 2, NSTACK_TRUNCATED = 4, NSTACK_MISMATCH = 8 };
 
 struct profile_internal {
 	struct load_opts opts;
@@ -83,6 +96,14 @@ struct profile_internal {
 
 	uint32_t *scratch;          /* frames of the stack being converted */
 	uint32_t cap_scratch;
+
+	/* --native (native.c, stacks.c) */
+	struct symbolizer *sym;     /* one for the whole profile, NULL until needed */
+	struct pnative *natives;
+	uint32_t nnatives, cap_natives;
+	struct u64map native_stacks; /* stream index << 32 | stack index → NSTACK_* */
+	void *merge_scratch;        /* merge inputs and output of the stack being converted */
+	size_t cap_merge_scratch;
 };
 
 enum { NODE_FIRST_FUNC = 1, NODE_FIRST_LINE = 2 };
@@ -100,5 +121,13 @@ uint32_t profile_marker_frame(struct profile *p, const char *name);
 /* stacks.c: the call-tree node for one stack record of stream `st`. */
 struct rec_stack;
 uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r);
+
+/* native.c: a REC_MODULE of stream `st`; the symbolized native address
+ * `addr` of stream `st` (`call`: a return address), NULL on OOM; and
+ * freeing what native.c owns (called by profile_free). */
+struct rbuf;
+void native_on_module(struct profile *p, uint32_t st, struct rbuf *body);
+const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t addr, int call);
+void native_free(struct profile *p);
 
 #endif

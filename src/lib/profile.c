@@ -653,6 +653,15 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 	p->nsamples++;
 	p->threads[t].samples += w;
 	p->procs[pr].samples += w;
+	if (in->native_stacks.count) {
+		uint32_t nf = u64map_get(&in->native_stacks, (uint64_t)st << 32 | r.stack);
+		if (nf != MAP_NONE) {
+			p->native.samples += w;
+			p->native.failed += nf & NSTACK_FAILED ? w : 0;
+			p->native.truncated += nf & NSTACK_TRUNCATED ? w : 0;
+			p->native.mismatch += nf & NSTACK_MISMATCH ? w : 0;
+		}
+	}
 	if (!in->have_time || time < in->first_time)
 		in->first_time = time;
 	if (!in->have_time || time > in->last_time)
@@ -696,6 +705,7 @@ static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct 
 	case REC_STACK: on_stack(p, st, body); break;
 	case REC_SAMPLE: on_sample(p, st, rs, body); break;
 	case REC_DROPPED: on_dropped(p, st, rs, body); break;
+	case REC_MODULE: native_on_module(p, st, body); break;
 	case REC_EVENT_DESC: on_event_desc(p, body); break;
 	default: break; /* known to the reader but not used by the model yet */
 	}
@@ -895,6 +905,7 @@ void profile_free(struct profile *p)
 	free(p->procs);
 	clear_warnings(p);
 	if (in) {
+		native_free(p);
 		strpool_free(&in->strs);
 		idmap_free(&in->func_map);
 		idmap_free(&in->frame_map);
@@ -918,6 +929,7 @@ void profile_free(struct profile *p)
 		free(in->fl_func);
 		free(in->fl_line);
 		free(in->scratch);
+		free(in->merge_scratch);
 		free(in);
 	}
 	free(p);

@@ -28,8 +28,19 @@
  * when the agent could not read the stack (at the root of a partial one).
  * A damaged file adds two more: "[unknown stack]" for a sample whose
  * stack record was lost, "[unknown code]" for a frame whose code record
- * was lost. Native frames (nnative > 0) are not shown yet; stacks.c is
- * where they will be merged.
+ * was lost.
+ *
+ * Native frames (recorded with --native; kind PK_NATIVE) are merged with
+ * the Python frames in the order they ran: each activation of CPython's
+ * eval loop is replaced by the Python frames it was running, and CPython's
+ * other frames are left out unless load_opts.keep_interpreter. A native
+ * function has name = its symbol (C++ demangled) or "object+0xSTART" when
+ * the object has none, file and line (first line) from DWARF or ""/0, and
+ * module = the object's path; a native frame has line = the line executing
+ * (DWARF, 0 if unknown) and addr = the address in the object's ELF file
+ * (the interrupted instruction at the leaf, a return address above it).
+ * "[native stack incomplete]" (PK_OTHER) separates Python frames the
+ * native walk could not reach from the native frames it found.
  */
 #ifndef STRATA_PROFILE_H
 #define STRATA_PROFILE_H
@@ -141,6 +152,14 @@ struct profile {
 	uint32_t nthreads;
 	struct pprocess *procs;
 	uint32_t nprocs;
+
+	/* --native: samples whose stack has native frames (sums of weights),
+	 * and those among them whose unwinding stopped early (failed: code
+	 * without usable unwind information; truncated: the depth cap) or
+	 * whose Python and native frames did not pair up (mismatch). */
+	struct {
+		uint64_t samples, failed, truncated, mismatch;
+	} native;
 
 	/* warnings collected while loading (one line each, no prefix) */
 	char **warnings;

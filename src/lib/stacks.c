@@ -2,17 +2,18 @@
  * stacks.c — turning one REC_STACK into a call-tree node.
  *
  * This is the single place where a recorded stack becomes frames, so that
- * everything a stack can carry is merged here: today the Python frames and
- * the synthetic markers; later the native return addresses (recorded with
- * --native), where each interpreter activation (_PyEval_EvalFrameDefault)
- * is replaced by the Python frames it runs, PYF_ENTRY marking where one
- * activation's frames begin. Native addresses (nnative > 0) are not shown
- * yet: they are ignored here and the Python frames stand alone.
+ * everything a stack can carry is merged here: the Python frames, the
+ * synthetic markers, and the native addresses recorded with --native,
+ * symbolized by native.c and merged with the Python frames by merge.c
+ * (each interpreter activation, _PyEval_EvalFrameDefault, replaced by the
+ * Python frames it runs; CPython's other frames hidden unless
+ * load_opts.keep_interpreter).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "merge.h"
 #include "profile-internal.h"
 
 static int scratch_reserve(struct profile_internal *in, uint32_t n)
@@ -111,33 +112,128 @@ static uint32_t intern_path(struct profile *p, const uint32_t *fr, uint32_t n)
 	return node;
 }
 
+/* Root markers: at most one, for what is missing at the root. */
+static uint32_t root_marker(struct profile *p, const struct rec_stack *r)
+{
+	if (r->npy == 0)
+		return profile_marker_frame(p, r->flags & STACK_PY_FAULT      ? "[unreadable frames]"
+					       : r->flags & STACK_PY_STARTUP  ? "[interpreter startup]"
+					       : r->flags & STACK_PY_SHUTDOWN ? "[interpreter shutdown]"
+									      : "[no Python frame]");
+	if (r->flags & STACK_PY_TRUNCATED) {
+		/* The depth cap kept the innermost frames: mark the cut at
+		 * the root, so the kept part still lines up by leaf. */
+		char name[64];
+		snprintf(name, sizeof(name), "[truncated: %u frames]", r->py_missing);
+		return profile_marker_frame(p, name);
+	}
+	if (r->flags & STACK_PY_FAULT) /* a partial walk: the outer frames could not be read */
+		return profile_marker_frame(p, "[unreadable frames]");
+	return PNONE;
+}
+
+static void *merge_reserve(struct profile_internal *in, size_t n)
+{
+	if (n > in->cap_merge_scratch) {
+		size_t cap = in->cap_merge_scratch ? in->cap_merge_scratch : 4096;
+		while (cap < n)
+			cap *= 2;
+		void *b = realloc(in->merge_scratch, cap);
+		if (!b)
+			return NULL;
+		in->merge_scratch = b;
+		in->cap_merge_scratch = cap;
+	}
+	return in->merge_scratch;
+}
+
+/* The root-first frames of a stack with native addresses, in in->scratch:
+ * the Python and native frames merged in the order they ran. Where the
+ * native walk stopped early, the Python frames it could not reach sit at
+ * the root above a "[native stack incomplete]" marker (what ran between
+ * them is unknown). Returns the number of frames, or UINT32_MAX on OOM. */
+static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_stack *r, uint32_t *nflags)
+{
+	struct profile_internal *in = p->in;
+	uint32_t npy = r->npy, nn = r->nnative;
+	size_t a1 = (size_t)(npy + nn) * sizeof(struct merge_frame);
+	size_t a2 = (size_t)nn * sizeof(struct merge_native);
+	size_t a3 = (size_t)nn * sizeof(uint32_t), a4 = (size_t)npy * sizeof(uint32_t);
+	uint8_t *b = merge_reserve(in, a1 + a2 + a3 + a4 + 16);
+	if (!b || scratch_reserve(in, npy + nn + 2))
+		return UINT32_MAX;
+	struct merge_frame *mf = (struct merge_frame *)b;
+	struct merge_native *mn = (struct merge_native *)(b + a1);
+	uint32_t *nframe = (uint32_t *)(b + a1 + a2), *pyflags = (uint32_t *)(b + a1 + a2 + a3);
+	for (uint32_t i = 0; i < nn; i++) {
+		/* Every address but the interrupted one is a return address. */
+		const struct pnative *nv = native_lookup(p, st, r->native[i], i > 0);
+		if (!nv)
+			return UINT32_MAX;
+		mn[i] = (struct merge_native){ .eval = nv->eval, .interpreter = nv->interpreter };
+		nframe[i] = nv->frame;
+	}
+	for (uint32_t i = 0; i < npy; i++)
+		pyflags[i] = r->py[i].flags;
+	int complete = !(r->flags & (STACK_NATIVE_FAILED | STACK_NATIVE_TRUNCATED));
+	struct merge_stats ms;
+	uint32_t m = merge_stack(pyflags, npy, mn, nn, complete, in->opts.keep_interpreter, mf, &ms);
+	if (ms.mismatch)
+		*nflags |= NSTACK_MISMATCH;
+	/* Leaf-first out[cut..m) are the Python frames placed at the root
+	 * because the native walk did not reach their activations. */
+	uint32_t cut = !complete && ms.unplaced ? ms.unplaced_at : m;
+	uint32_t *fr = in->scratch, n = 0;
+	uint32_t mk = root_marker(p, r);
+	if (mk != PNONE)
+		fr[n++] = mk;
+	for (uint32_t k = m; k-- > 0;) {
+		if (mf[k].kind == MERGE_PY)
+			fr[n++] = py_frame(p, st, &r->py[mf[k].index]);
+		else if (nframe[mf[k].index] != PNONE)
+			fr[n++] = nframe[mf[k].index];
+		if (k == cut && cut > 0)
+			fr[n++] = profile_marker_frame(p, "[native stack incomplete]");
+	}
+	return n;
+}
+
 uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r)
 {
 	struct profile_internal *in = p->in;
-	/* Root first: at most one marker, then the Python frames root to leaf. */
-	if (scratch_reserve(in, r->npy + 1)) {
-		in->oom = 1;
-		return PNONE;
+	uint32_t *fr, n = 0;
+	uint32_t nflags = 0;
+	if (r->nnative || (r->flags & (STACK_NATIVE_FAILED | STACK_NATIVE_TRUNCATED))) {
+		nflags = NSTACK_NATIVE;
+		if (r->flags & STACK_NATIVE_FAILED)
+			nflags |= NSTACK_FAILED;
+		if (r->flags & STACK_NATIVE_TRUNCATED)
+			nflags |= NSTACK_TRUNCATED;
 	}
-	uint32_t *fr = in->scratch, n = 0;
-	if (r->npy == 0) {
-		fr[n++] = profile_marker_frame(p, r->flags & STACK_PY_FAULT      ? "[unreadable frames]"
-						  : r->flags & STACK_PY_STARTUP  ? "[interpreter startup]"
-						  : r->flags & STACK_PY_SHUTDOWN ? "[interpreter shutdown]"
-										 : "[no Python frame]");
-	} else {
-		if (r->flags & STACK_PY_TRUNCATED) {
-			/* The depth cap kept the innermost frames: mark the cut
-			 * at the root, so the kept part still lines up by leaf. */
-			char name[64];
-			snprintf(name, sizeof(name), "[truncated: %u frames]", r->py_missing);
-			fr[n++] = profile_marker_frame(p, name);
-		} else if (r->flags & STACK_PY_FAULT) {
-			/* A partial walk: the outer frames could not be read. */
-			fr[n++] = profile_marker_frame(p, "[unreadable frames]");
+	if (r->nnative) {
+		n = native_path(p, st, r, &nflags);
+		if (n == UINT32_MAX) {
+			in->oom = 1;
+			return PNONE;
 		}
+		fr = in->scratch;
+	} else {
+		/* Root first: at most one marker, then the Python frames root
+		 * to leaf. */
+		if (scratch_reserve(in, r->npy + 1)) {
+			in->oom = 1;
+			return PNONE;
+		}
+		fr = in->scratch;
+		uint32_t mk = root_marker(p, r);
+		if (mk != PNONE)
+			fr[n++] = mk;
 		for (uint32_t i = r->npy; i-- > 0;)
 			fr[n++] = py_frame(p, st, &r->py[i]);
+	}
+	if (nflags && u64map_put(&in->native_stacks, (uint64_t)st << 32 | r->index, nflags)) {
+		in->oom = 1;
+		return PNONE;
 	}
 	for (uint32_t i = 0; i < n; i++)
 		if (fr[i] == PNONE)

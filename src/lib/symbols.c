@@ -12,10 +12,14 @@
 #include "../common/cfi.h"
 #include "../common/elfsect.h"
 
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* libstdc++'s demangler (linked with -lstdc++). */
@@ -27,6 +31,9 @@ struct memo {
 	uint64_t sym_offset;
 	const char *file;
 	uint32_t line;
+	uint32_t func_line;
+	const char *func_file;
+	uint64_t func_start;
 };
 
 struct symfile {
@@ -45,6 +52,31 @@ struct symfile {
 	/* Where the eval loop's code is, in file addresses (interpreter only). */
 	uint64_t (*eval)[2];
 	uint32_t neval;
+	/* PLT stubs, named NAME@plt (no symbol table names them). */
+	struct plt_stub *plt;
+	uint32_t nplt;
+	int plt_done;
+	/* Function symbols sorted by address: libdwfl's own address lookup
+	 * scans every symbol, which is too slow for a profile's many
+	 * distinct addresses (python3.11: 100 us a lookup). */
+	struct fsym *syms;
+	uint32_t nsyms;
+	int syms_done;
+	/* FDE ranges, for the bounds of functions without a symbol. */
+	uint64_t (*fdes)[2];
+	uint32_t nfdes;
+	int fdes_done;
+};
+
+struct fsym {
+	uint64_t lo, hi;
+	const char *name;
+	uint32_t rank;   /* 0 global, 1 weak, 2 local: the name preferred for an address */
+};
+
+struct plt_stub {
+	uint64_t lo, hi;
+	const char *name;
 };
 
 struct mapping {
@@ -68,7 +100,9 @@ struct strnode {
 struct symbolizer {
 	struct symfile *files;
 	struct sym_space *spaces;
-	struct strnode *strings; /* demangled names */
+	struct strnode *strings; /* demangled and unversioned names */
+	struct strnode **strtab; /* the same, hashed, so each is kept once */
+	uint32_t strtab_cap, nstrings;
 };
 
 static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debug" */
@@ -113,6 +147,9 @@ void sym_free(struct symbolizer *s)
 		free(f->image);
 		free(f->memo);
 		free(f->eval);
+		free(f->plt);
+		free(f->fdes);
+		free(f->syms);
 		free(f);
 	}
 	for (struct sym_space *sp = s->spaces, *n; sp; sp = n) {
@@ -120,6 +157,7 @@ void sym_free(struct symbolizer *s)
 		free(sp->m);
 		free(sp);
 	}
+	free(s->strtab);
 	for (struct strnode *t = s->strings, *n; t; t = n) {
 		n = t->next;
 		free(t);
@@ -142,14 +180,15 @@ static struct symfile *get_file(struct symbolizer *s, const struct rec_module *m
 {
 	for (struct symfile *f = s->files; f; f = f->next)
 		if (!strcmp(f->path, m->path) && f->build_id_len == m->build_id_len &&
-		    !memcmp(f->build_id, m->build_id, m->build_id_len) && f->image_len == m->image_len)
+		    (!m->build_id_len || !memcmp(f->build_id, m->build_id, m->build_id_len)) &&
+		    f->image_len == m->image_len)
 			return f;
 	struct symfile *f = calloc(1, sizeof(*f));
 	if (!f || !(f->path = strdup(m->path))) {
 		free(f);
 		return NULL;
 	}
-	if (m->build_id_len <= sizeof(f->build_id)) {
+	if (m->build_id_len && m->build_id_len <= sizeof(f->build_id)) {
 		memcpy(f->build_id, m->build_id, m->build_id_len);
 		f->build_id_len = m->build_id_len;
 	}
@@ -334,6 +373,17 @@ static int file_open(struct symfile *f)
 				close(fd);
 			return 0;
 		}
+	} else {
+		/* The path comes from the profile: only a regular file is
+		 * read (a FIFO or a device named there must not block or
+		 * feed the report). */
+		fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			if (fd >= 0)
+				close(fd);
+			return 0;
+		}
 	}
 	f->dwfl = dwfl_begin(&callbacks);
 	if (!f->dwfl) {
@@ -361,8 +411,40 @@ static int file_open(struct symfile *f)
 	return 1;
 }
 
+static uint32_t str_hash(const char *str)
+{
+	uint32_t h = 2166136261u;
+	for (; *str; str++)
+		h = (h ^ (uint8_t)*str) * 16777619u;
+	return h;
+}
+
+/* One copy of each name however many addresses carry it. */
 static const char *intern_str(struct symbolizer *s, const char *str)
 {
+	if ((s->nstrings + 1) * 2 > s->strtab_cap) {
+		uint32_t cap = s->strtab_cap ? s->strtab_cap * 2 : 256;
+		struct strnode **t = calloc(cap, sizeof(*t));
+		if (!t)
+			return NULL;
+		for (uint32_t i = 0; i < s->strtab_cap; i++) {
+			if (!s->strtab[i])
+				continue;
+			uint32_t j = str_hash(s->strtab[i]->s) & (cap - 1);
+			while (t[j])
+				j = (j + 1) & (cap - 1);
+			t[j] = s->strtab[i];
+		}
+		free(s->strtab);
+		s->strtab = t;
+		s->strtab_cap = cap;
+	}
+	uint32_t j = str_hash(str) & (s->strtab_cap - 1);
+	while (s->strtab[j]) {
+		if (!strcmp(s->strtab[j]->s, str))
+			return s->strtab[j]->s;
+		j = (j + 1) & (s->strtab_cap - 1);
+	}
 	size_t n = strlen(str);
 	struct strnode *t = malloc(sizeof(*t) + n + 1);
 	if (!t)
@@ -370,11 +452,27 @@ static const char *intern_str(struct symbolizer *s, const char *str)
 	memcpy(t->s, str, n + 1);
 	t->next = s->strings;
 	s->strings = t;
+	s->strtab[j] = t;
+	s->nstrings++;
 	return t->s;
 }
 
 static const char *demangle(struct symbolizer *s, const char *name)
 {
+	/* glibc's .symtab names versioned symbols NAME@@VERSION (or
+	 * NAME@VERSION): the version is not part of the function's name. */
+	const char *at = name ? strchr(name, '@') : NULL;
+	if (at && at > name) {
+		char buf[1024];
+		size_t n = (size_t)(at - name);
+		if (n < sizeof(buf)) {
+			memcpy(buf, name, n);
+			buf[n] = 0;
+			const char *r = intern_str(s, buf);
+			if (r)
+				name = r;
+		}
+	}
 	if (!name || name[0] != '_' || name[1] != 'Z')
 		return name;
 	int status = 0;
@@ -414,6 +512,284 @@ static struct memo *memo_slot(struct symfile *f, uint64_t key, int *found)
 	return &f->memo[j];
 }
 
+/* The PLT stubs of x86-64 lazy binding: in .plt, 16-byte entries after
+ * the 16-byte PLT0, entry i+1 jumping through relocation i of .rela.plt;
+ * with IBT, .plt.sec holds the stubs called, entry i for relocation i. */
+static void load_plt(struct symbolizer *s, struct symfile *f)
+{
+	f->plt_done = 1;
+	GElf_Addr bias = 0;
+	Elf *elf = dwfl_module_getelf(f->mod, &bias);
+	size_t shstrndx;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return;
+	GElf_Shdr plt = { 0 }, plt_sec = { 0 }, rela = { 0 };
+	Elf_Scn *rela_scn = NULL;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		const char *nm = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!nm)
+			continue;
+		if (!strcmp(nm, ".plt"))
+			plt = sh;
+		else if (!strcmp(nm, ".plt.sec"))
+			plt_sec = sh;
+		else if (!strcmp(nm, ".rela.plt") && sh.sh_type == SHT_RELA)
+			rela = sh, rela_scn = scn;
+	}
+	if (!rela_scn || !plt.sh_size || !rela.sh_entsize)
+		return;
+	Elf_Scn *dynsym = elf_getscn(elf, rela.sh_link);
+	GElf_Shdr dsh;
+	Elf_Data *rd = elf_getdata(rela_scn, NULL), *sd = dynsym ? elf_getdata(dynsym, NULL) : NULL;
+	if (!rd || !sd || !gelf_getshdr(dynsym, &dsh))
+		return;
+	size_t n = rela.sh_size / rela.sh_entsize;
+	uint64_t base = plt_sec.sh_size ? plt_sec.sh_addr : plt.sh_addr + 16;
+	uint64_t limit = plt_sec.sh_size ? plt_sec.sh_addr + plt_sec.sh_size : plt.sh_addr + plt.sh_size;
+	if (n > (limit - base) / 16)
+		n = (limit - base) / 16;
+	f->plt = calloc(n ? n : 1, sizeof(*f->plt));
+	if (!f->plt)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Rela r;
+		GElf_Sym sym;
+		if (!gelf_getrela(rd, (int)i, &r) || !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
+			continue;
+		const char *nm = elf_strptr(elf, dsh.sh_link, sym.st_name);
+		char buf[512];
+		if (!nm || !*nm || snprintf(buf, sizeof(buf), "%s@plt", nm) >= (int)sizeof(buf))
+			continue;
+		/* Versions in .dynsym are elsewhere: the name is plain. */
+		const char *in = intern_str(s, buf);
+		if (in)
+			f->plt[f->nplt++] = (struct plt_stub){ base + 16 * i + bias, base + 16 * (i + 1) + bias, in };
+	}
+}
+
+static const struct plt_stub *plt_stub(struct symbolizer *s, struct symfile *f, uint64_t a)
+{
+	if (!f->plt_done)
+		load_plt(s, f);
+	uint32_t lo = 0, hi = f->nplt;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (f->plt[mid].hi <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < f->nplt && f->plt[lo].lo <= a ? &f->plt[lo] : NULL;
+}
+
+static int fsym_cmp(const void *x, const void *y)
+{
+	const struct fsym *a = x, *b = y;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+static void load_syms(struct symfile *f)
+{
+	f->syms_done = 1;
+	int n = dwfl_module_getsymtab(f->mod);
+	if (n <= 0 || !(f->syms = malloc((size_t)n * sizeof(*f->syms))))
+		return;
+	uint32_t k = 0;
+	for (int i = 0; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		Elf *elf = NULL;
+		Dwarf_Addr bias = 0;
+		const char *name = dwfl_module_getsym_info(f->mod, i, &sym, &addr, &shndx, &elf, &bias);
+		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+		if (!name || !*name || !addr || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		uint64_t hi = addr + sym.st_size;
+		if (!sym.st_size) {
+			/* No size (_init, hand-written assembly): it may run to
+			 * the next symbol, never past the end of its section
+			 * (.init is followed by the PLT). Marked by hi < lo
+			 * until the next symbol is known. */
+			GElf_Shdr sh;
+			Elf_Scn *scn = elf && shndx < SHN_LORESERVE ? elf_getscn(elf, shndx) : NULL;
+			hi = scn && gelf_getshdr(scn, &sh) && sh.sh_addr + bias + sh.sh_size > addr
+				     ? sh.sh_addr + bias + sh.sh_size : addr + 1;
+			hi = ~hi;
+		}
+		f->syms[k++] = (struct fsym){ addr, hi, name, bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2 };
+	}
+	qsort(f->syms, k, sizeof(*f->syms), fsym_cmp);
+	for (uint32_t i = 0; i < k; i++)
+		if (f->syms[i].hi < f->syms[i].lo) {
+			uint64_t end = ~f->syms[i].hi;
+			uint32_t j = i + 1;
+			while (j < k && f->syms[j].lo == f->syms[i].lo)
+				j++;
+			f->syms[i].hi = j < k && f->syms[j].lo < end ? f->syms[j].lo : end;
+		}
+	f->nsyms = k;
+}
+
+/* The symbol containing `a`: of those that do, the one starting last, and
+ * of several there the global one (aliases: memcpy, __memcpy...). */
+static const struct fsym *find_sym(struct symfile *f, uint64_t a)
+{
+	if (!f->syms_done)
+		load_syms(f);
+	uint32_t lo = 0, hi = f->nsyms;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const struct fsym *best = NULL;
+	/* Walk back over the symbols starting at or before a; nested
+	 * symbols are rare, so a few steps suffice. */
+	for (uint32_t i = lo, steps = 0; i-- > 0 && steps < 32; steps++) {
+		const struct fsym *c = &f->syms[i];
+		if (best && c->lo < best->lo)
+			break;
+		if (a < c->hi && (!best || c->rank <= best->rank))
+			best = c;
+	}
+	return best;
+}
+
+/* The file name of DWARF file index `idx` of the CU `cu`, or NULL. */
+static const char *cu_file(Dwarf_Die *cu, Dwarf_Word idx)
+{
+	Dwarf_Files *files;
+	size_t n;
+	if (dwarf_getsrcfiles(cu, &files, &n) != 0 || idx >= n)
+		return NULL;
+	return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+/* From DWARF: the function (DW_TAG_subprogram) that contains `a`, where it
+ * is declared, and its name when no ELF symbol gave one. Code inlined into
+ * it is attributed to the function's own line that called the inlined
+ * code (the outermost inlined call site), so that out->file/line always
+ * point into the function reported, not into a header it inlined. */
+static void func_scope(struct symbolizer *s, struct symfile *f, uint64_t a, struct sym_info *out)
+{
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(f->mod, a, &bias);
+	if (!cu)
+		return;
+	/* dwarf_getscopes stops at the innermost inlined instance (its chain
+	 * goes on through the abstract instance); the function it is inlined
+	 * into is found by asking for the scopes around that DIE itself, as
+	 * many times as inlining is nested. */
+	Dwarf_Die *scopes = NULL;
+	int n = dwarf_getscopes(cu, a - bias, &scopes);
+	Dwarf_Die *sub = NULL;
+	for (int depth = 0; n > 0 && depth < 64 && !sub; depth++) {
+		int i = 0;
+		for (; i < n; i++) {
+			int tag = dwarf_tag(&scopes[i]);
+			if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+				break;
+		}
+		if (i == n)
+			break;
+		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
+			sub = &scopes[i];
+			break;
+		}
+		/* Code inlined here: the line that called it (one level out
+		 * per pass, so the outermost call site is the one kept). */
+		Dwarf_Attribute at;
+		Dwarf_Word cf, cl;
+		if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &at), &cf) == 0 &&
+		    dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &at), &cl) == 0 && cl > 0 &&
+		    cl <= UINT32_MAX) {
+			const char *file = cu_file(cu, cf);
+			if (file) {
+				out->file = file;
+				out->line = (uint32_t)cl;
+			}
+		}
+		Dwarf_Die inl = scopes[i], *outer = NULL;
+		int m = dwarf_getscopes_die(&inl, &outer);
+		free(scopes);
+		scopes = NULL;
+		/* outer[0] is the inlined instance itself. */
+		if (m <= 1) {
+			free(outer);
+			n = 0;
+			break;
+		}
+		scopes = outer;
+		n = m;
+		memmove(scopes, scopes + 1, (size_t)(n - 1) * sizeof(*scopes));
+		n--;
+	}
+	if (sub) {
+		int dl = 0;
+		out->func_file = dwarf_decl_file(sub);
+		if (out->func_file && dwarf_decl_line(sub, &dl) == 0 && dl > 0)
+			out->func_line = (uint32_t)dl;
+		if (!out->name) {
+			Dwarf_Attribute at;
+			const char *nm = dwarf_formstring(dwarf_attr_integrate(sub, DW_AT_linkage_name, &at));
+			nm = nm ? demangle(s, nm) : dwarf_diename(sub);
+			if (nm && *nm) {
+				out->name = nm;
+				Dwarf_Addr lo = 0;
+				if (dwarf_lowpc(sub, &lo) == 0 && lo + bias <= a) {
+					out->func_start = lo + bias;
+					out->sym_offset = a - out->func_start;
+				}
+			}
+		}
+	}
+	free(scopes);
+}
+
+/* Where the function containing `a` starts, from the unwind information:
+ * a stripped object still has one FDE per function, so its unnamed
+ * functions keep apart (as object+0xSTART) instead of one name per
+ * address. 0 if no FDE covers `a`. */
+static uint64_t fde_start(struct symfile *f, uint64_t a)
+{
+	if (!f->fdes_done) {
+		f->fdes_done = 1;
+		struct elf_section sec;
+		int debug = 0;
+		if (f->image_len)
+			return 0; /* the vDSO names all its functions */
+		if (elf_find_section(f->path, ".eh_frame", &sec) != 0) {
+			if (elf_find_section(f->path, ".debug_frame", &sec) != 0)
+				return 0;
+			debug = 1;
+		}
+		uint8_t *data = elf_read_section(f->path, &sec);
+		if (!data)
+			return 0;
+		struct cfi_source src = { data, sec.size, sec.addr, 0 };
+		if (cfi_fde_ranges(&src, debug, &f->fdes, &f->nfdes) != CFI_OK)
+			f->nfdes = 0;
+		free(data);
+	}
+	uint32_t lo = 0, hi = f->nfdes;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (f->fdes[mid][0] <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && a < f->fdes[lo - 1][1] ? f->fdes[lo - 1][0] : 0;
+}
+
 void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -443,14 +819,33 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		out->sym_offset = e->sym_offset;
 		out->file = e->file;
 		out->line = e->line;
+		out->func_file = e->func_file;
+		out->func_line = e->func_line;
+		out->func_start = e->func_start;
 		return;
 	}
-	GElf_Off off = 0;
-	GElf_Sym sym;
-	const char *name = dwfl_module_addrinfo(f->mod, a, &off, &sym, NULL, NULL, NULL);
-	if (name && *name) {
-		out->name = demangle(sp->owner, name);
-		out->sym_offset = off + (call ? 1 : 0);
+	/* PLT stubs first: no symbol covers them, but a sizeless one before
+	 * them might seem to. */
+	const struct plt_stub *pl = plt_stub(sp->owner, f, a);
+	const struct fsym *fs = pl ? NULL : find_sym(f, a);
+	if (pl) {
+		out->name = pl->name;
+		out->func_start = pl->lo;
+		out->sym_offset = a - pl->lo + (call ? 1 : 0);
+	} else if (fs) {
+		out->name = demangle(sp->owner, fs->name);
+		out->sym_offset = a - fs->lo + (call ? 1 : 0);
+		out->func_start = fs->lo;
+	}
+	if (out->eval && !merge_is_eval_name(out->name)) {
+		/* The unnamed cold part of a stripped interpreter's eval loop
+		 * (find_eval): whatever symbol precedes it is not its name. */
+		for (uint32_t i = 0; i < f->neval; i++)
+			if (a >= f->eval[i][0] && a < f->eval[i][1]) {
+				out->name = "_PyEval_EvalFrameDefault.cold";
+				out->func_start = f->eval[i][0];
+				out->sym_offset = a - f->eval[i][0] + (call ? 1 : 0);
+			}
 	}
 	Dwfl_Line *l = dwfl_module_getsrc(f->mod, a);
 	if (l) {
@@ -461,12 +856,18 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 			out->line = (uint32_t)lineno;
 		}
 	}
+	func_scope(sp->owner, f, a, out);
+	if (!out->func_start)
+		out->func_start = fde_start(f, a);
 	if (e) {
 		e->key = (a + 1) | (call ? 1ull << 63 : 0);
 		e->name = out->name;
 		e->sym_offset = out->sym_offset;
 		e->file = out->file;
 		e->line = out->line;
+		e->func_file = out->func_file;
+		e->func_line = out->func_line;
+		e->func_start = out->func_start;
 		f->memo_n++;
 	}
 }

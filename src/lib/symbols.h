@@ -37,8 +37,14 @@ struct sym_info {
 	uint64_t offset;      /* address relative to the object's load bias (its ELF address) */
 	const char *name;     /* function name, demangled; NULL if unknown */
 	uint64_t sym_offset;  /* address - function start, when name is set */
+	uint64_t func_start;  /* ELF address where the function starts (from its symbol, DWARF,
+	                       * or, in a stripped object, its FDE); 0 if unknown */
 	const char *file;     /* source file, NULL if unknown */
-	uint32_t line;        /* 0 if unknown */
+	uint32_t line;        /* 0 if unknown. Code inlined into the function is given the
+	                       * function's own line that called it (DWARF call site), so
+	                       * file:line is always inside the function named */
+	const char *func_file;/* where the function is defined (DWARF), NULL if unknown */
+	uint32_t func_line;   /* its first line, 0 if unknown */
 	int interpreter;      /* the object is CPython itself (python executable or libpython) */
 	int eval;             /* the address is in CPython's eval loop, one of its .cold parts included */
 };

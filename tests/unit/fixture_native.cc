@@ -27,3 +27,9 @@ extern "C" __attribute__((noinline)) int fixture_bigframe(int n)
 	strata_fixture::Widget w;
 	return w.spin(n) + buf[n % 5000];
 }
+
+// Calls into libc through the PLT (the symbolizer names the stub
+// getpid@plt) from a local function, which a stripped copy names by its FDE.
+#include <unistd.h>
+static __attribute__((noinline, noipa)) int fixture_hidden(int n) { return (int)getpid() + n; }
+extern "C" __attribute__((noinline)) int fixture_calls_libc(void) { return fixture_hidden(1) + 1; }

@@ -3,8 +3,8 @@
  * encoders, and times loading + aggregating one (make bench-load).
  *
  *   genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random]
- *                               [--locality N]
- *   genprof --time FILE
+ *                               [--locality N] [--native]
+ *   genprof --time FILE [--keep-interpreter]
  *
  * The profile looks like the agent's output: one process, several threads,
  * code objects with 3.11 location tables, interned stacks 5–60 frames deep
@@ -20,6 +20,12 @@
  * formats (chrome) pay per stack change, so --locality N keeps each
  * thread's stack for runs of about N samples (a new draw with probability
  * 1/N per sample).
+ *
+ * --native adds native stacks as --native records them, pointing into the
+ * real python3.11 and libc of this machine (so loading it symbolizes them
+ * with their debug information): an eval-loop activation and two frames of
+ * call machinery per Python frame, and half the leaves in one of 5,000 libc
+ * addresses.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -29,7 +35,9 @@
 #include <time.h>
 
 #include "synth.h"
+#include "../../src/common/elfsect.h"
 #include "../../src/lib/profile.h"
+#include "../../src/lib/symbols.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void)
@@ -71,6 +79,33 @@ static void make_linetable(uint8_t *t)
 static int random_frames;
 static unsigned locality; /* mean run of a thread's stack, 0 = independent */
 
+/* --native: where the addresses point. */
+#define PY_EXE "/usr/bin/python3.11"
+#define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
+#define LIBC_BASE 0x7f3000000000ull
+static int native;
+static struct elf_section py_text, libc_text;
+static uint64_t py_eval;
+
+/* _PyEval_EvalFrameDefault in python3.11 (not PIE: its ELF address is
+ * where it runs), found by scanning the symbolizer's answers. */
+static uint64_t eval_addr(void)
+{
+	struct symbolizer *sy = sym_new();
+	struct sym_space *sp = sym_space_new(sy);
+	struct rec_module m = { .start = py_text.addr, .end = py_text.addr + py_text.size, .path = PY_EXE };
+	sym_space_add(sp, &m);
+	uint64_t found = 0;
+	for (uint64_t a = py_text.addr; a < py_text.addr + py_text.size && !found; a += 64) {
+		struct sym_info si;
+		sym_lookup(sp, a, 0, &si);
+		if (si.eval && si.name && !strcmp(si.name, "_PyEval_EvalFrameDefault"))
+			found = a - si.sym_offset;
+	}
+	sym_free(sy);
+	return found;
+}
+
 #define CALLEES 4
 
 /* Callee c of function f, and the offset of that call in f: fixed, as in
@@ -99,14 +134,37 @@ static void put_stack(struct synth *s, uint32_t idx, uint32_t funcs, struct rec_
 			py[i].lasti = k == depth - 1 ? (int32_t)(next() % 20) * 3 : call_site(f, c);
 			f = callee(f, c, funcs);
 		}
-		py[i].flags = k == 0 ? PYF_ENTRY : 0;
+		py[i].flags = native || k == 0 ? PYF_ENTRY : 0;
 	}
 	struct rec_stack st = { .index = idx, .npy = depth, .py = py };
+	uint64_t nat[4 + 3 * 64];
+	if (native) {
+		/* Leaf first: maybe libc, then per Python frame (leaf first)
+		 * its eval activation above two frames of call machinery, at
+		 * addresses fixed per function, then the interpreter's main. */
+		uint32_t n = 0;
+		if (next() % 2)
+			nat[n++] = LIBC_BASE + libc_text.addr + hash_mix(next() % 5000) % libc_text.size;
+		for (uint32_t i = 0; i < depth; i++) {
+			uint64_t h = hash_mix(py[i].code);
+			nat[n++] = py_text.addr + h % py_text.size;
+			nat[n++] = py_text.addr + (h >> 20) % py_text.size;
+			nat[n++] = py_eval + 0x100 + (h >> 40) % 0x1000;
+		}
+		nat[n++] = py_text.addr + 0x40;
+		st.nnative = n;
+		st.native = nat;
+	}
 	rec_put_stack(&s->recs, &st);
 }
 
 static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t funcs, uint32_t threads)
 {
+	if (native && (elf_find_section(PY_EXE, ".text", &py_text) || elf_find_section(LIBC, ".text", &libc_text) ||
+		       !(py_eval = eval_addr()))) {
+		fprintf(stderr, "genprof: --native needs %s and %s\n", PY_EXE, LIBC);
+		return -1;
+	}
 	struct synth s;
 	synth_init(&s, STRATA_FMT_MAJOR, STRATA_FMT_MINOR);
 	char *argv[] = { "python3", "synthetic.py" };
@@ -119,6 +177,13 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 				  .executable = "/usr/bin/python3", .argc = 2, .argv = argv, .rate_hz = 1000,
 				  .period_ns = 1000000 };
 	rec_put_process(&s.recs, &pr);
+	if (native) {
+		struct rec_module py = { .start = py_text.addr, .end = py_text.addr + py_text.size, .path = PY_EXE };
+		struct rec_module lc = { .start = LIBC_BASE + libc_text.addr, .end = LIBC_BASE + libc_text.addr + libc_text.size,
+					 .bias = LIBC_BASE, .path = LIBC };
+		rec_put_module(&s.recs, &py);
+		rec_put_module(&s.recs, &lc);
+	}
 	for (uint32_t t = 0; t < threads; t++) {
 		char name[32];
 		snprintf(name, sizeof(name), t ? "worker-%u" : "MainThread", t);
@@ -138,6 +203,7 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 	}
 	struct rec_pyframe py[64];
 	uint32_t next_stack = 0;
+
 	for (uint32_t i = 0; i < nstacks; i++)
 		put_stack(&s, next_stack++, funcs, py);
 	uint32_t cur[256] = { 0 };
@@ -181,11 +247,12 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 	return 0;
 }
 
-static int time_load(const char *path)
+static int time_load(const char *path, int keep)
 {
 	char err[256];
 	double t0 = now();
-	struct profile *p = profile_load(path, NULL, err, sizeof(err));
+	struct load_opts o = { .keep_interpreter = keep };
+	struct profile *p = profile_load(path, &o, err, sizeof(err));
 	if (!p) {
 		fprintf(stderr, "genprof: %s: %s\n", path, err);
 		return 1;
@@ -213,11 +280,13 @@ int main(int argc, char **argv)
 	uint64_t n = 1000000;
 	uint32_t stacks = 50000, funcs = 3000, threads = 8;
 	const char *out = NULL, *timed = NULL;
+	int keep = 0;
 	static const struct option opts[] = {
 		{ "samples", required_argument, 0, 'n' }, { "output", required_argument, 0, 'o' },
 		{ "stacks", required_argument, 0, 'S' },  { "funcs", required_argument, 0, 'F' },
 		{ "threads", required_argument, 0, 'T' }, { "seed", required_argument, 0, 's' },
 		{ "time", required_argument, 0, 't' },    { "random", no_argument, 0, 'R' },
+		{ "native", no_argument, 0, 'N' },        { "keep-interpreter", no_argument, 0, 'K' },
 		{ "locality", required_argument, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
@@ -238,15 +307,17 @@ int main(int argc, char **argv)
 		case 's': rng = strtoull(optarg, NULL, 10) | 1; break;
 		case 't': timed = optarg; break;
 		case 'R': random_frames = 1; break;
+		case 'N': native = 1; break;
+		case 'K': keep = 1; break;
 		case 'L': locality = (unsigned)strtoul(optarg, NULL, 10); break;
 		default:
-			fprintf(stderr, "usage: genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random] [--locality N]\n"
-					"       genprof --time FILE\n");
+			fprintf(stderr, "usage: genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random] [--locality N] [--native]\n"
+					"       genprof --time FILE [--keep-interpreter]\n");
 			return 2;
 		}
 	}
 	if (timed)
-		return time_load(timed);
+		return time_load(timed, keep);
 	if (!out || funcs < 2 || !threads) {
 		fprintf(stderr, "genprof: -o FILE is required\n");
 		return 2;

@@ -1,25 +1,41 @@
-# native.mk — unit tests and test tools of --native (cfi, symbols, merge),
-# included from unit.mk. The fixtures are built here from C sources with
-# known functions and lines, so every expectation is computed, not copied.
+# native.mk — unit tests of --native (cfi, symbols, merge, the model's
+# native frames), included from unit.mk: `make unit` runs them, `make asan`
+# runs them under ASan + UBSan too, `make valgrind` under valgrind. The
+# fixtures are built here from C sources with known functions and lines,
+# so every expectation is computed, not copied.
 
 NATIVE_LIB_OBJ = $(filter-out %/launch.o,$(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC)))
-NATIVE_TESTS   = $(BUILD)/tests/test_cfi $(BUILD)/tests/test_merge $(BUILD)/tests/test_symbols
-NATIVE_TOOLS   = $(BUILD)/tests/nstacks
+NATIVE_TESTS   = $(BUILD)/tests/test_cfi $(BUILD)/tests/test_merge $(BUILD)/tests/test_symbols \
+		 $(BUILD)/tests/test_native_model
 
 $(BUILD)/tests/%: tests/unit/%.c $(NATIVE_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -o $@ $< $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
-
-$(BUILD)/tests/nstacks: tests/tools/nstacks.c $(NATIVE_LIB_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -o $@ $< $(NATIVE_LIB_OBJ) $(CLI_LIBS)
+	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -o $@ $< $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
 
 # The fixture: a shared object with known symbols, a C++ function, and
-# lines, compiled with -g (DWARF) and unwind tables.
+# lines, compiled with -g (DWARF) and unwind tables; and a stripped copy
+# (names come from its FDEs and PLT then).
 $(BUILD)/tests/fixture_native.so: tests/unit/fixture_native.cc
 	@mkdir -p $(dir $@)
 	g++ -O1 -g -fPIC -shared -o $@ $<
+	strip -o $(BUILD)/tests/fixture_native_stripped.so $@
 
 .PHONY: unit-native
-unit-native: $(NATIVE_TESTS) $(NATIVE_TOOLS) $(BUILD)/tests/fixture_native.so
-	@set -e; for t in $(NATIVE_TESTS); do $$t $(BUILD)/tests/fixture_native.so; done
+unit-native: $(NATIVE_TESTS) $(BUILD)/tests/fixture_native.so
+	$(call run_tests,$(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so),)
+
+# The same tests with ASan + UBSan (unit.mk's sanitizer build of the
+# library; leaks are errors).
+NATIVE_ASAN = $(patsubst $(BUILD)/tests/%,$(ASAN_DIR)/%,$(NATIVE_TESTS))
+
+.PHONY: asan-native
+asan-native: $(NATIVE_ASAN) $(BUILD)/tests/fixture_native.so
+	$(call run_tests,$(NATIVE_ASAN:=@$(BUILD)/tests/fixture_native.so),$(SAN_ENV))
+
+# Every unit test under valgrind's memcheck (definite leaks and invalid
+# accesses fail the run). The report CLI checks stay with `make unit`.
+VALGRIND = valgrind -q --error-exitcode=87 --leak-check=full --errors-for-leak-kinds=definite \
+	   --show-leak-kinds=definite
+.PHONY: valgrind
+valgrind: $(UNIT_BINS) $(NATIVE_TESTS) $(BUILD)/tests/fixture_native.so
+	$(call run_tests,$(UNIT_BINS) $(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so),$(VALGRIND))

@@ -124,6 +124,8 @@ static void compare_with_libdw(const char *path)
 	CHECK(compared > 10, "%s: only %u rows compared", path, compared);
 	printf("test_cfi: %s: %u FDEs, %u rows, %u rule sets, %u rows compared with libdw\n", path, t.nfdes,
 	       t.nrows, t.nrules, compared);
+	if (cfi)
+		dwarf_cfi_end(cfi);
 	if (elf)
 		elf_end(elf);
 	close(fd);
@@ -196,6 +198,41 @@ static void memory_matches_file(const char *path)
 		cfi_table_free(&mem);
 }
 
+/* The in-place evaluation the handler falls back on (cfi_eval_hdr) must
+ * give, at every row and between rows, the rules of the compiled table. */
+static void eval_matches_table(const char *name)
+{
+	struct found f = { name, 0, 0, 0, 0 };
+	dl_iterate_phdr(find_cb, &f);
+	if (!f.hdr || !f.seglen) {
+		printf("test_cfi: %s not loaded, in-place evaluation not checked on it\n", name);
+		return;
+	}
+	struct cfi_table t;
+	struct cfi_source src = { (const uint8_t *)(uintptr_t)f.seg, f.seglen, f.seg, 0 };
+	if (cfi_build_eh_frame_hdr(&t, &src, f.hdr, NULL) != CFI_OK) {
+		CHECK(0, "%s: in-memory build failed", name);
+		return;
+	}
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < t.nrows; i++) {
+		uint64_t lo = t.base + t.pc[i], hi = i + 1 < t.nrows ? t.base + t.pc[i + 1] : t.end;
+		uint64_t probe[3] = { lo, lo + (hi - lo) / 2, hi - 1 };
+		for (int k = 0; k < 3; k++) {
+			const struct cfi_rules *want = cfi_lookup(&t, probe[k]);
+			struct cfi_rules got;
+			int rc = cfi_eval_hdr(&src, f.hdr, probe[k], &got);
+			CHECK(want ? rc == 0 && !memcmp(want, &got, sizeof(got)) : rc != 0,
+			      "%s: in-place rules differ from the table at %#lx", name, (unsigned long)(probe[k] - f.bias));
+			n++;
+		}
+	}
+	CHECK(cfi_eval_hdr(&src, f.hdr, t.base - 1, &(struct cfi_rules){ 0 }) != 0, "%s: rule before the first FDE",
+	      name);
+	printf("test_cfi: %s: %u addresses evaluated in place\n", name, n);
+	cfi_table_free(&t);
+}
+
 static void garbage_is_harmless(void)
 {
 	/* Random bytes and cut-off sections: never a crash, never a table
@@ -213,6 +250,8 @@ static void garbage_is_harmless(void)
 			cfi_table_free(&t);
 		if (cfi_build_eh_frame_hdr(&t, &src, 0x1000 + (seed % 64), NULL) == CFI_OK)
 			cfi_table_free(&t);
+		struct cfi_rules r;
+		cfi_eval_hdr(&src, 0x1000 + (seed % 64), 0x1000 + (seed % 8192), &r);
 	}
 	checks++;
 }
@@ -230,6 +269,10 @@ int main(int argc, char **argv)
 		if (access(sys[i], R_OK) == 0)
 			compare_with_libdw(sys[i]);
 	memory_matches_file(argv[1]);
+	eval_matches_table("fixture_native.so");
+	eval_matches_table("libc.so.6");
+	eval_matches_table("libm.so.6");
+	eval_matches_table("libdw.so");
 	garbage_is_harmless();
 	printf("test_cfi: %d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;

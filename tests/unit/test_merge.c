@@ -98,10 +98,30 @@ int main(void)
 		struct merge_native nat[] = { C, EVAL, INTERP, EVAL, INTERP, EVAL, C };
 		run("3.10", py, 3, nat, 7, 1, 0, "N0 P0 P1 P2", 0);
 	}
-	/* A thread with no Python frame: its native frames are all there is. */
+	/* A thread that runs no Python: its native frames are all there is. */
 	{
-		struct merge_native nat[] = { C, INTERP, C };
-		run("native thread", NULL, 0, nat, 3, 1, 0, "N0 N2", 0);
+		struct merge_native nat[] = { C, C, C };
+		run("native thread", NULL, 0, nat, 3, 1, 0, "N0 N1 N2", 0);
+	}
+	/* Interpreter start-up, no Python frame yet: malloc called by the
+	 * interpreter, called from libc's start code, called by _start. Only
+	 * what the interpreter called is shown. */
+	{
+		struct merge_native nat[] = { C, INTERP, INTERP, C, INTERP };
+		run("start-up", NULL, 0, nat, 5, 1, 0, "N0", 0);
+		run("start-up keep", NULL, 0, nat, 5, 1, 1, "N0 N1 N2 N3 N4", 0);
+		struct merge_native gc[] = { INTERP, INTERP, C, INTERP };
+		run("gc at exit", NULL, 0, gc, 4, 1, 0, "", 0);
+	}
+	/* Where the frames the walk did not reach begin. */
+	{
+		uint32_t py[] = { E, 0, E };
+		struct merge_native nat[] = { C, INTERP, EVAL, C };
+		struct merge_frame out[16];
+		struct merge_stats st;
+		uint32_t k = merge_stack(py, 3, nat, 4, 0, 0, out, &st);
+		/* C leaf, P0 (its activation), then the C frame, then P1 P2 unplaced. */
+		CHECK(k == 5 && st.unplaced == 1 && st.unplaced_at == 3 && out[3].kind == MERGE_PY && out[3].index == 1);
 	}
 	CHECK(merge_is_eval_name("_PyEval_EvalFrameDefault"));
 	CHECK(merge_is_eval_name("_PyEval_EvalFrameDefault.cold"));

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../src/common/elfsect.h"
@@ -138,6 +139,25 @@ static void fixture(const char *so, const char *src)
 	sym_space_add(sp2, &wrong);
 	sym_lookup(sp2, leaf, 0, &si);
 	CHECK(si.module && !si.name, "a rebuilt file was trusted");
+
+	/* A path from the profile that is not a regular file (a FIFO no one
+	 * writes to) is not read: no name, and no hang. */
+	char fifo[] = "/tmp/strata-test-fifo-XXXXXX";
+	int tfd = mkstemp(fifo);
+	if (tfd >= 0) {
+		close(tfd);
+		unlink(fifo);
+		CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+		struct sym_space *sp3 = sym_space_new(s);
+		struct rec_module ff = mod;
+		ff.path = fifo;
+		ff.build_id = NULL;
+		ff.build_id_len = 0;
+		sym_space_add(sp3, &ff);
+		sym_lookup(sp3, leaf, 0, &si);
+		CHECK(si.module && !si.name, "a FIFO was read as an object");
+		unlink(fifo);
+	}
 	sym_free(s);
 }
 

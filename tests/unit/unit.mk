@@ -12,6 +12,7 @@
 #                    building the target plus the run takes about 30 s on a
 #                    2-core machine
 #   make bench-load  time loading + aggregating a synthetic 1M-sample profile
+#                    (bench-load-native: with native stacks)
 #
 # Tests are linked against the same library objects as the CLI; the asan
 # build compiles its own copies.
@@ -21,7 +22,8 @@ ASAN_DIR  = $(BUILD)/asan
 FUZZ_DIR  = $(BUILD)/fuzz
 
 # The --native tests take a fixture argument: native.mk runs them.
-NATIVE_UNIT_SRC = tests/unit/test_cfi.c tests/unit/test_merge.c tests/unit/test_symbols.c
+NATIVE_UNIT_SRC = tests/unit/test_cfi.c tests/unit/test_merge.c tests/unit/test_symbols.c \
+		  tests/unit/test_native_model.c
 UNIT_TESTS   = $(filter-out $(NATIVE_UNIT_SRC),$(wildcard tests/unit/test_*.c))
 # launch.c needs the CLI (agent_dir); the tests do not launch anything.
 UNIT_LIB_SRC = $(COMMON_SRC) $(filter-out src/lib/launch.c,$(LIB_SRC))
@@ -66,10 +68,11 @@ $(ASAN_DIR)/strata: $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ)
 
 -include $(UNIT_BINS:=.d) $(ASAN_BINS:=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
 
-# Runs each test binary; every one runs even after a failure.
+# Runs each test binary; every one runs even after a failure. A test
+# written TEST@ARG is run with the argument ARG.
 define run_tests
-	@fail=0; for t in $(1); do echo "== $$t"; $(2) $$t || fail=1; done; \
-	if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
+	@fail=0; for t in $(1); do echo "== $$t"; $(2) $${t%%@*} $$(case $$t in *@*) echo $${t#*@};; esac) || fail=1; \
+	done; if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
 endef
 
 include tests/unit/native.mk
@@ -80,7 +83,7 @@ unit: $(UNIT_BINS) $(BIN)/strata unit-native
 	tests/unit/report-cli.sh $(BIN)/strata
 	$(if $(FUZZ_IN_UNIT),$(MAKE) fuzz FUZZ_SECONDS=20)
 
-asan: $(ASAN_BINS) $(ASAN_DIR)/strata
+asan: $(ASAN_BINS) $(ASAN_DIR)/strata asan-native
 	$(call run_tests,$(ASAN_BINS),$(SAN_ENV))
 	$(SAN_ENV) tests/unit/report-cli.sh $(ASAN_DIR)/strata
 
@@ -122,4 +125,11 @@ bench-load: $(UNIT_DIR)/genprof $(BIN)/strata
 	$(UNIT_DIR)/genprof --time $(UNIT_DIR)/large.strata
 	@/usr/bin/time -f "strata report --json: %e s, %M KB max RSS" $(BIN)/strata report --json $(UNIT_DIR)/large.strata > /dev/null
 
-.PHONY: bench-load
+# The same with native stacks into this machine's python3.11 and libc:
+# what symbolizing and merging add to loading.
+bench-load-native: $(UNIT_DIR)/genprof $(BIN)/strata
+	$(UNIT_DIR)/genprof --native -n $(BENCH_SAMPLES) -o $(UNIT_DIR)/large-native.strata
+	$(UNIT_DIR)/genprof --time $(UNIT_DIR)/large-native.strata
+	@/usr/bin/time -f "strata report --json: %e s, %M KB max RSS" $(BIN)/strata report --json $(UNIT_DIR)/large-native.strata > /dev/null
+
+.PHONY: bench-load bench-load-native

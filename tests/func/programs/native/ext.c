@@ -16,7 +16,7 @@ static PyObject *burn_c(PyObject *self, PyObject *arg)
 __attribute__((noinline)) static int call_into_python(PyObject *fn, long times)
 {
 	for (long i = 0; i < times; i++) {
-		PyObject *r = PyObject_CallNoArgs(fn); /* CALLBACK */
+		PyObject *r = PyObject_CallObject(fn, NULL); /* CALLBACK */
 		if (!r)
 			return -1;
 		Py_DECREF(r);

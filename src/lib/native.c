@@ -1,0 +1,145 @@
+/*
+ * native.c — native frames (--native) for the profile model: each stream's
+ * REC_MODULE records feed an address space of the profile's symbolizer
+ * (symbols.c), and each native address a stack names becomes a PK_NATIVE
+ * frame, once. stacks.c merges those frames with the Python frames.
+ *
+ * A native frame is
+ *   function  the symbol (demangled), or "object+0xSTART" in a stripped
+ *             object (START: where the function's FDE begins, so one
+ *             unnamed function is one row, not one row per address);
+ *             file and first line from DWARF when the object has them;
+ *             module = the object's path
+ *   line      the line of the function executing (DWARF; code inlined
+ *             into the function counts at the line that called it)
+ *   addr      the address in the object's ELF file (what addr2line and
+ *             objdump take): the interrupted instruction for the leaf, the
+ *             return address for callers. Equal across processes and runs.
+ *
+ * Symbolizing is the slow part of loading a --native profile (libdwfl,
+ * DWARF scopes), so it is cached twice: per stream, absolute address →
+ * frame (a stack record repeats the addresses of the last thousand), and
+ * in symbols.c per (object, ELF address), shared by every process that
+ * mapped the object.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile-internal.h"
+#include "symbols.h"
+
+static struct symbolizer *symbolizer(struct profile *p)
+{
+	struct profile_internal *in = p->in;
+	if (!in->sym && !(in->sym = sym_new()))
+		in->oom = 1;
+	return in->sym;
+}
+
+static struct sym_space *stream_space(struct profile *p, uint32_t st)
+{
+	struct pstream *s = &p->in->streams[st];
+	if (!s->space) {
+		struct symbolizer *sy = symbolizer(p);
+		if (sy && !(s->space = sym_space_new(sy)))
+			p->in->oom = 1;
+	}
+	return s->space;
+}
+
+void native_on_module(struct profile *p, uint32_t st, struct rbuf *body)
+{
+	struct rec_module m;
+	if (rec_get_module(body, &m)) {
+		p->in->bad_bodies++;
+		return;
+	}
+	struct sym_space *sp = stream_space(p, st);
+	if (sp && sym_space_add(sp, &m))
+		p->in->oom = 1;
+	rec_free_module(&m);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b && b[1] ? b + 1 : path;
+}
+
+/* The frame for one symbolized address. */
+static uint32_t make_frame(struct profile *p, const struct sym_info *si, uint64_t addr)
+{
+	char buf[512];
+	const char *name = si->name;
+	if (!si->module) {
+		/* In no recorded mapping: anonymous memory (JIT code), or a
+		 * module record lost with a damaged chunk. */
+		return profile_intern_frame(p, profile_intern_func(p, PK_NATIVE, "[unknown]", "", 0, NULL), 0, addr);
+	}
+	if (!name) {
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base_name(si->module),
+			 si->func_start ? si->func_start : si->offset);
+		name = buf;
+	}
+	/* The function's file is where DWARF says it is defined; without a
+	 * definition DIE, the line table's file stands in. A line from
+	 * another file than the function's (no inline information to map it
+	 * back) would be read as a line of the function: leave it out. */
+	const char *file = si->func_file ? si->func_file : si->file;
+	uint32_t line = si->file && file && (si->file == file || !strcmp(si->file, file)) ? si->line : 0;
+	uint32_t func = profile_intern_func(p, PK_NATIVE, name, file ? file : "", si->func_file ? si->func_line : 0,
+					    si->module);
+	return profile_intern_frame(p, func, line, si->offset);
+}
+
+const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t addr, int call)
+{
+	struct profile_internal *in = p->in;
+	struct pstream *s = &in->streams[st];
+	/* User-space addresses leave bit 63 free for the lookup kind. */
+	uint64_t key = (addr & ~(1ull << 63)) | (call ? 1ull << 63 : 0);
+	uint32_t i = u64map_get(&s->native_map, key);
+	if (i != MAP_NONE)
+		return &in->natives[i];
+	struct sym_space *sp = stream_space(p, st);
+	if (!sp)
+		return NULL;
+	struct sym_info si;
+	sym_lookup(sp, addr, call, &si);
+	struct pnative nv = { .frame = PNONE, .eval = (uint8_t)si.eval, .interpreter = (uint8_t)si.interpreter };
+	/* Frames hidden in this model need no function or frame. */
+	if (in->opts.keep_interpreter || !si.interpreter) {
+		nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
+		if (nv.frame == PNONE)
+			return NULL;
+	}
+	if (in->nnatives == in->cap_natives) {
+		uint32_t cap = in->cap_natives ? in->cap_natives * 2 : 1024;
+		struct pnative *n = realloc(in->natives, (size_t)cap * sizeof(*n));
+		if (!n) {
+			in->oom = 1;
+			return NULL;
+		}
+		in->natives = n;
+		in->cap_natives = cap;
+	}
+	i = in->nnatives;
+	if (u64map_put(&s->native_map, key, i)) {
+		in->oom = 1;
+		return NULL;
+	}
+	in->natives[in->nnatives++] = nv;
+	return &in->natives[i];
+}
+
+void native_free(struct profile *p)
+{
+	struct profile_internal *in = p->in;
+	for (uint32_t i = 0; i < in->nstreams; i++)
+		u64map_free(&in->streams[i].native_map);
+	free(in->natives);
+	u64map_free(&in->native_stacks);
+	sym_free(in->sym);
+}
