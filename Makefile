@@ -66,7 +66,7 @@ $(OBJ)/cli/%.o: src/%.c
 
 $(OBJ)/agent/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -MMD -MP -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
+	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
 
 $(BIN)/strata: $(CLI_OBJ)
 	@mkdir -p $(dir $@)
