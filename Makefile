@@ -38,6 +38,8 @@ AGENT_SRC  = $(wildcard src/agent/*.c)
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
 CLI_LIBS  += -ldw -lelf -lstdc++
+# strata top's full-screen view.
+CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
