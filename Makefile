@@ -60,7 +60,15 @@ $(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
 	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
 .PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions
-all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES)
+# The Python package (python -m strata, strata.profile) sits next to the
+# agent: PYTHONPATH=<prefix>/lib/strata/python.
+PYPKG_SRC = $(wildcard python/strata/*.py)
+PYPKG     = $(patsubst python/%,$(LIBDIR)/python/%,$(PYPKG_SRC))
+all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES) $(PYPKG)
+
+$(LIBDIR)/python/strata/%.py: python/strata/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(OBJ)/cli/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -121,6 +129,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/strata
 	install -m 755 $(BIN)/strata $(DESTDIR)$(PREFIX)/bin/strata
 	install -m 755 $(LIBDIR)/*.so $(DESTDIR)$(PREFIX)/lib/strata/
+	install -d $(DESTDIR)$(PREFIX)/lib/strata/python/strata
+	install -m 644 $(PYPKG) $(DESTDIR)$(PREFIX)/lib/strata/python/strata/
 
 clean:
 	rm -rf $(BUILD)

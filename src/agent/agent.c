@@ -207,7 +207,7 @@ static void atfork_child(void)
 	agent.sampler_running = 0;
 	if (atomic_load(&agent.stopping))
 		return;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < AGENT_MAX_OWN; i++)
 		atomic_store(&agent.own_tids[i], 0);
 	threads_after_fork_child();
 	writer_after_fork_child();

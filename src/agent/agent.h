@@ -38,6 +38,7 @@
 #include "ring.h"
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
+#define AGENT_MAX_OWN 8
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
 struct agent_config {
@@ -129,13 +130,14 @@ struct agent {
 	/* Loaded with dlopen: threads that predate the agent are found by
 	 * scanning /proc/self/task and their slots looked up by tid. */
 	int by_tid;
-	/* The agent's own threads, never sampled or registered by a scan. */
-	_Atomic pid_t own_tids[3];
+	/* The agent's own threads (real_thread_create), never sampled or
+	 * registered by a scan. */
+	_Atomic pid_t own_tids[AGENT_MAX_OWN];
 	/* Samples and drops of threads already retired (status totals). */
 	_Atomic uint64_t retired_samples, retired_dropped;
 };
 
-enum { OWN_WRITER = 0, OWN_SAMPLER = 1, OWN_CONTROL = 2 };
+
 
 extern struct agent agent;
 

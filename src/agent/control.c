@@ -105,7 +105,9 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 	memcpy(cmd, req, cl);
 	cmd[cl] = 0;
 	pthread_mutex_lock(&C.cmd_lock);
-	if (!agent.active || atomic_load(&agent.stopping)) {
+	if (!agent.active) {
+		reply_err(reply, n, "the agent is not active in this process");
+	} else if (atomic_load(&agent.stopping)) {
 		reply_err(reply, n, "the process is exiting");
 	} else if (!strcmp(cmd, "status")) {
 		cmd_status(reply, n);
@@ -238,7 +240,6 @@ static void serve(int c)
 static void *control_main(void *arg)
 {
 	(void)arg;
-	atomic_store(&agent.own_tids[OWN_CONTROL], (pid_t)syscall(SYS_gettid));
 	sweep_stale();
 	for (;;) {
 		struct pollfd pf[2] = { { C.lfd, POLLIN, 0 }, { C.wake[0], POLLIN, 0 } };
@@ -354,6 +355,5 @@ void control_after_fork_child(void)
 		C.lfd = -1;
 		C.running = 0;
 	}
-	atomic_store(&agent.own_tids[OWN_CONTROL], 0);
 	control_start();
 }

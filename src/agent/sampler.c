@@ -372,7 +372,6 @@ static void *sampler_main(void *arg)
 	pthread_sigmask(SIG_SETMASK, &all, NULL);
 	struct tslot *me = agent.sampler_slot;
 	tls_slot = me; /* for the fault guard */
-	atomic_store(&agent.own_tids[OWN_SAMPLER], (pid_t)syscall(SYS_gettid));
 	struct timespec next;
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!atomic_load(&sampler_stop_flag)) {

@@ -23,7 +23,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,17 +120,52 @@ static void resolve(void)
 			RTLD_NEXT, "pthread_create");
 }
 
+/* An agent thread records its tid before real_thread_create returns, so
+ * a scan (by-tid mode) never takes it for the program's, and forgets it
+ * when it ends, since the tid may be reused. */
+struct own_boot {
+	void *(*fn)(void *);
+	void *arg;
+	sem_t ready;
+};
+
+static void *own_trampoline(void *p)
+{
+	struct own_boot *b = p;
+	void *(*fn)(void *) = b->fn;
+	void *arg = b->arg;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	int slot = -1;
+	for (int i = 0; i < AGENT_MAX_OWN && slot < 0; i++) {
+		pid_t zero = 0;
+		if (atomic_compare_exchange_strong(&agent.own_tids[i], &zero, tid))
+			slot = i;
+	}
+	sem_post(&b->ready); /* b is gone after this */
+	void *r = fn(arg);
+	if (slot >= 0)
+		atomic_store(&agent.own_tids[slot], 0);
+	return r;
+}
+
 int real_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 {
 	resolve();
+	struct own_boot b = { fn, arg };
+	if (sem_init(&b.ready, 0, 0))
+		return -1;
 	/* Agent threads block every signal they do not need from birth. */
 	sigset_t all, old;
 	sigfillset(&all);
 	sigdelset(&all, SIGSEGV);
 	sigdelset(&all, SIGBUS);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = real_create(t, NULL, fn, arg);
+	int rc = real_create(t, NULL, own_trampoline, &b);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0)
+		while (sem_wait(&b.ready) && errno == EINTR)
+			;
+	sem_destroy(&b.ready);
 	return rc;
 }
 
@@ -216,7 +253,7 @@ static unsigned long long task_starttime(pid_t tid)
 
 static int is_own_thread(pid_t tid)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < AGENT_MAX_OWN; i++)
 		if (atomic_load(&agent.own_tids[i]) == tid)
 			return 1;
 	return 0;

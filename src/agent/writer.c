@@ -788,7 +788,6 @@ static void finish_stream(int reason)
 static void *writer_main(void *arg)
 {
 	(void)arg;
-	atomic_store(&agent.own_tids[OWN_WRITER], (pid_t)syscall(SYS_gettid));
 	int idle = 0;
 	while (!atomic_load(&W.stop)) {
 		/* Sleep 10 ms, or less if poked (a thread exited). With
