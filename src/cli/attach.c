@@ -14,7 +14,7 @@
 
 #include "../common/ctlproto.h"
 #include "../common/format.h"
-#include "../lib/ctlclient.h"
+#include "ctlclient.h"
 
 int attach_alive(pid_t pid)
 {

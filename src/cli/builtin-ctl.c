@@ -11,7 +11,7 @@
 
 #include "builtin.h"
 #include "../common/ctlproto.h"
-#include "../lib/ctlclient.h"
+#include "ctlclient.h"
 
 static const char usage_text[] =
 	"usage: strata ctl PID COMMAND\n"

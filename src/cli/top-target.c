@@ -28,7 +28,7 @@
 
 #include "top.h"
 #include "../common/ctlproto.h"
-#include "../lib/ctlclient.h"
+#include "ctlclient.h"
 
 static int make_temp(char *out, size_t n, const char *suffix)
 {

@@ -19,15 +19,15 @@ FUZZ_DIR  = $(BUILD)/fuzz
 # The --native tests take a fixture argument: native.mk runs them.
 NATIVE_UNIT_SRC = tests/unit/test_cfi.c tests/unit/test_merge.c tests/unit/test_symbols.c
 UNIT_TESTS   = $(filter-out $(NATIVE_UNIT_SRC),$(wildcard tests/unit/test_*.c))
-# launch.c and ctlclient.c need the CLI (agent_dir); the tests do not launch anything.
-UNIT_LIB_SRC = $(COMMON_SRC) $(filter-out src/lib/launch.c src/lib/ctlclient.c,$(LIB_SRC))
+# launch.c needs the CLI (agent_dir); the tests do not launch anything.
+UNIT_LIB_SRC = $(COMMON_SRC) $(filter-out src/lib/launch.c,$(LIB_SRC))
 UNIT_DEFS    = -DSRCDIR='"$(CURDIR)"'
 SAN_FLAGS    = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 UNIT_LIB_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(UNIT_LIB_SRC))
 UNIT_BINS    = $(patsubst tests/unit/%.c,$(UNIT_DIR)/%,$(UNIT_TESTS))
 ASAN_LIB_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(UNIT_LIB_SRC))
-ASAN_CLI_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(CLI_SRC) $(EXPORT_SRC) src/lib/launch.c src/lib/ctlclient.c)
+ASAN_CLI_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(CLI_SRC) $(EXPORT_SRC) src/lib/launch.c)
 ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 
 # Tests of agent pieces compile those sources in (the agent is a preloaded

@@ -16,7 +16,7 @@
 
 #include "../common/ctlproto.h"
 
-extern const char *agent_dir(void);
+#include "builtin.h"
 
 const char *ctl_howto(void)
 {
