@@ -208,24 +208,37 @@ static void sweep_stale(void)
 
 static void serve(int c)
 {
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = { 2, 0 };
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	static char req[CTL_MSG_MAX], reply[CTL_MSG_MAX];
+	/* A client that connects and says nothing must not hold up the
+	 * process's exit (control_stop waits for this thread). */
+	struct pollfd pf[2] = { { c, POLLIN, 0 }, { C.wake[0], POLLIN, 0 } };
+	int pr;
+	do
+		pr = poll(pf, 2, 2000);
+	while (pr < 0 && errno == EINTR);
+	if (pr <= 0 || pf[1].revents)
+		return;
+	int fd = -1;
+	long r = ctl_recv(c, req, sizeof(req), &fd);
+	int e = errno;
 	struct ucred cr;
 	socklen_t cl = sizeof(cr);
 	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != geteuid()) {
 		/* The directory already keeps others out; this holds even for
-		 * a peer that can pass it (root), or a directory made looser. */
+		 * a peer that can pass it (root), or a directory made looser.
+		 * The request was read first so the peer sees the reply. */
+		if (fd >= 0)
+			close(fd);
 		reply_err(reply, sizeof(reply), "permission denied: process %d belongs to uid %u; uid %u may not control it",
 			  (int)agent.pid, (unsigned)geteuid(), (unsigned)cr.uid);
 		ctl_send(c, reply, strlen(reply), -1);
 		return;
 	}
-	int fd = -1;
-	long r = ctl_recv(c, req, sizeof(req), &fd);
 	if (r < 0) {
-		if (errno == EMSGSIZE) {
+		if (e == EMSGSIZE) {
 			reply_err(reply, sizeof(reply), "request too long");
 			ctl_send(c, reply, strlen(reply), -1);
 		}
