@@ -155,7 +155,7 @@ void view_curses_draw(const struct profile *p, const struct top_settings *s, con
 	char right[64];
 	snprintf(right, sizeof(right), "  pid %d", (int)st->pid);
 	int rw = (int)strlen(right);
-	fit(cmd, sizeof(cmd), st->command ? st->command : "", W - 11 - rw, 0);
+	fit(cmd, sizeof(cmd), st->command ? st->command : "", W - 11 - rw, 1);
 	put(0, 0, A_BOLD, "strata top %s", cmd);
 	put(0, W - rw > 0 ? W - rw : 0, 0, "%s", right);
 
