@@ -131,13 +131,19 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		int create = ctl_get(req, "create", num, sizeof(num)) && atoi(num) == 1;
 		int paused = ctl_get(req, "paused", num, sizeof(num)) && atoi(num) == 1;
 		unsigned rate = ctl_get(req, "rate", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 0;
+		unsigned old_rate = agent.cfg.rate_hz;
 		if (rate && (rate < 1 || rate > 100000)) {
 			reply_err(reply, n, "rate %u is out of range (1..100000)", rate);
-		} else if (writer_attach(fd, path, create, err, sizeof(err))) {
+		} else if (has_output()) {
+			/* Checked here too, so a busy agent keeps its rate. */
+			char busy[4096];
+			writer_output(busy, sizeof(busy));
+			reply_err(reply, n, "busy: already recording to %s", busy[0] ? busy : "a descriptor");
+		} else if ((rate && (triggers_set_rate(rate), 0)) || writer_attach(fd, path, create, err, sizeof(err))) {
+			/* The new stream's records name the rate: set it first. */
+			triggers_set_rate(old_rate);
 			reply_err(reply, n, "%s", err);
 		} else {
-			if (rate)
-				triggers_set_rate(rate);
 			agent.cfg.paused = paused;
 			triggers_set_enabled(!paused);
 			snprintf(reply, n, "ok\nstream=%llu\nsampling=%s\n", (unsigned long long)agent.stream,
