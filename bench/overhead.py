@@ -3,7 +3,7 @@
 run's, measured side by side in one run.
 
 Each configuration is compared with a plain run of the same workload,
-interleaved (plain, profiled, plain, profiled, ...) so that whatever else
+interleaved (plain, profiled, profiled, plain, ...) so that whatever else
 the machine is doing hits both alike; the ratio reported is the median of
 the per-pair ratios, with the min and max. CPU time is the target
 process's own user+system time from wait4(), which counts every thread
@@ -15,7 +15,10 @@ profile's size over its sample count.
     bench/overhead.py --python /root/.pyenv/versions/3.12.1/bin/python
 
 A configuration is a comma-separated list of `strata record` options
-without dashes: F=1000, mode=wall, native, paused ...
+without dashes: F=1000, mode=wall, native, paused ... `standby` runs the
+program with the agent preloaded in standby (STRATA_AGENT=1, no output:
+what a service waiting to be attached to pays); `paused` is an agent that
+records to a file with sampling stopped (strata record --paused).
 """
 import argparse
 import json
@@ -62,10 +65,18 @@ def agent_env(cfg, out):
             opts["paused"] = "1"
         elif k == "native":
             opts["native"] = "1"
+        elif k == "standby":
+            pass
         else:
             extra.append(item)
     env = dict(os.environ)
     env["LD_PRELOAD"] = str(AGENT)
+    if "standby" in cfg.split(","):
+        env["STRATA_AGENT"] = "1"
+        env.pop("STRATA_OUTPUT", None)
+        opts.pop("paused")
+        env["STRATA_OPTIONS"] = ",".join("%s=%s" % kv for kv in opts.items())
+        return env
     env["STRATA_OUTPUT"] = str(out)
     env["STRATA_OPTIONS"] = ",".join("%s=%s" % kv for kv in opts.items()) + ("," + ",".join(extra) if extra else "")
     return env
@@ -81,6 +92,9 @@ def run_cpu(cmd, env=None):
 
 def profiled(python, script, args, cfg, tmp):
     out = Path(tmp) / "bench.strata"
+    if "standby" in cfg.split(","):
+        # Nothing is written: only the CPU time counts.
+        return run_cpu([python, str(script)] + args, env=agent_env(cfg, out)), 0, 0, float("nan")
     # `strata record -- /bin/true` creates the file (header and session) and
     # says no Python was seen; the target then appends to it like any child.
     subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + config_args(cfg) + ["--", "/bin/true"],
@@ -116,9 +130,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for cfg in configs:
             ratios, plains, profs, bps, fails = [], [], [], [], []
-            for _ in range(a.runs):
-                plain = run_cpu([a.python, str(script)] + args)
-                prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+            for i in range(a.runs):
+                # Alternate which of the pair runs first, so a drift in
+                # the machine's speed does not favour either side.
+                if i % 2 == 0:
+                    plain = run_cpu([a.python, str(script)] + args)
+                    prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+                else:
+                    prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+                    plain = run_cpu([a.python, str(script)] + args)
                 fails.append(failed)
                 plains.append(plain)
                 profs.append(prof)

@@ -227,6 +227,8 @@ void writer_note_unsupported(void);
 int writer_code_wanted(uint64_t addr);
 void writer_code_died(uint64_t addr, struct strata_codeinfo *info);
 void writer_poke(void);
+/* Sampling is about to start: code deaths matter again. */
+void writer_set_busy(void);
 /* Asks the writer to end the stream now (END_SIGNAL); returns when done or
  * after timeout_ms. Async-signal-safe. */
 void writer_finish_urgent(int timeout_ms);

@@ -160,6 +160,8 @@ static pthread_cond_t wall_cond = PTHREAD_COND_INITIALIZER;
 
 void triggers_set_enabled(int on)
 {
+	if (on)
+		writer_set_busy();
 	atomic_store(&agent.sampling, on);
 	pthread_mutex_lock(&agent.reg_lock);
 	for (struct tslot *s = agent.slots; s; s = s->next)

@@ -262,9 +262,13 @@ static void deaths_free(struct death *d)
 
 static int writer_has_output(void);
 
+static int writer_idle(void);
+
 int writer_code_wanted(uint64_t addr)
 {
-	return agent.active && writer_has_output() && code_seen && code_seen[code_seen_slot(addr)];
+	/* Idle (sampling off, rings drained): no sample can name a code
+	 * object that dies now, and nothing would take the list. */
+	return agent.active && writer_has_output() && !writer_idle() && code_seen && code_seen[code_seen_slot(addr)];
 }
 
 void writer_code_died(uint64_t addr, struct strata_codeinfo *info)
@@ -319,9 +323,13 @@ static struct {
 	int own_session;          /* we wrote the output's session: we end it too */
 	uint64_t session_stream;
 	uint64_t last_scan;       /* by-tid mode: last threads_scan() */
+	_Atomic int idle;         /* sampling off and the rings drained since */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1 } };
 
 static int writer_has_output(void) { return atomic_load_explicit(&W.has_output, memory_order_relaxed); }
+static int writer_idle(void) { return atomic_load_explicit(&W.idle, memory_order_relaxed); }
+
+void writer_set_busy(void) { atomic_store(&W.idle, 0); }
 
 void writer_poke(void)
 {
@@ -818,6 +826,9 @@ static void *writer_main(void *arg)
 		     now - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u || (!on && W.recs.len)))
 			flush_chunk(0);
 		idle = !on && !atomic_load(&W.urgent);
+		/* Sampling may have come back on since `on` was read: then
+		 * the poke that said so wakes us again at once. */
+		atomic_store(&W.idle, idle && !atomic_load(&agent.sampling));
 		pthread_mutex_unlock(&W.lock);
 		/* Threads that predate a dlopen'ed agent, or were started
 		 * without the pthread_create wrapper, are found by a scan. */

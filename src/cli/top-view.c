@@ -245,9 +245,13 @@ void view_plain_print(const struct profile *p, const struct top_settings *s, con
 {
 	char el[32];
 	fmt_duration(el, sizeof(el), f->elapsed_s);
-	printf("strata top  %s  pid %d  samples %llu (%.0f/s)  dropped %llu  procs %u  threads %u  sampling %s\n", el,
-	       (int)st->pid, (unsigned long long)f->samples_all, f->rate, (unsigned long long)f->dropped, f->procs,
-	       f->threads, st->sampling > 0 ? "on" : st->sampling == 0 ? "off" : "?");
+	if (all_only)
+		printf("strata top  %s  pid %d  samples %llu  dropped %llu  procs %u  threads %u\n", el, (int)st->pid,
+		       (unsigned long long)f->samples_all, (unsigned long long)f->dropped, f->procs, f->threads);
+	else
+		printf("strata top  %s  pid %d  samples %llu (%.0f/s)  dropped %llu  procs %u  threads %u  sampling %s\n",
+		       el, (int)st->pid, (unsigned long long)f->samples_all, f->rate, (unsigned long long)f->dropped,
+		       f->procs, f->threads, st->sampling > 0 ? "on" : st->sampling == 0 ? "off" : "?");
 	if (p->nevents > 1)
 		printf("event %s\n", event_name(p, s));
 	if (all_only)

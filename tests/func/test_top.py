@@ -310,3 +310,80 @@ def test_bad_command_and_options(debian_python):
     assert r.returncode == 2
     r = strata("top", "--pid", "1", "--native")
     assert r.returncode == 2 and "fixed when a process starts" in r.stderr
+
+
+def test_keys_filters_and_wall_mode(debian_python, screen):
+    """Thread and process filters, sorting, freezing and help; --mode is
+    passed on to strata record (wall mode shows the sleeping threads)."""
+    s = screen(top_cmd("--mode", "wall", "--", debian_python.exe, PROGRAMS / "threads4.py", 60))
+    text = s.wait(lambda t: {"busy", "sleepy"} <= set(rows(t)) and (header_samples(t) or 0) > 2000 and t,
+                  what="busy and sleepy rows")
+    r = rows(text)
+    assert 25 <= r["busy"][3] <= 75 and 25 <= r["sleepy"][3] <= 75, text
+
+    def cycle_to(key, label):
+        for _ in range(12):
+            t = s.text()
+            if label in t:
+                return t
+            s.keys(key)
+            time.sleep(0.4)
+        raise AssertionError("never reached %r:\n%s" % (label, s.text()))
+
+    cycle_to("T", "thread busy-1 (")
+    text = s.wait(lambda t: "busy" in rows(t) and re.search(r"threads 1\b", t) and t, what="the busy-1 filter")
+    assert rows(text)["busy"][3] >= 90, text
+    assert "sleepy" not in rows(text) or rows(text)["sleepy"][3] < 5
+    cycle_to("T", "thread sleepy-2 (")
+    text = s.wait(lambda t: "sleepy" in rows(t) and t, what="the sleepy-2 filter")
+    assert rows(text)["sleepy"][3] >= 90, text
+    cycle_to("T", "thread all")
+
+    pid = header_pid(s.text())
+    cycle_to("P", "process %d" % pid)
+    cycle_to("P", "process all")
+
+    # Sort by total: the threads' entry points come first.
+    def sorted_by(t, col):
+        vals = [v[col] for v in rows(t).values()]
+        return len(vals) > 3 and vals == sorted(vals, reverse=True)
+
+    s.keys("t")
+    s.wait(lambda t: sorted_by(t, 1), what="rows sorted by total")
+    s.keys("a")
+    s.wait(lambda t: sorted_by(t, 3), what="rows sorted by total since start")
+    s.keys("s")
+    s.wait(lambda t: sorted_by(t, 2), what="rows sorted by self since start")
+    s.keys("e")  # one event only: stays on samples
+    s.keys("Space")
+    s.wait(lambda t: "FROZEN" in t, what="the frozen marker")
+    frozen = s.text()
+    time.sleep(2.5)
+    assert header_samples(s.text()) == header_samples(frozen)
+    s.keys("Space")
+    s.wait(lambda t: "FROZEN" not in t and header_samples(t) != header_samples(frozen), what="unfreezing")
+    s.keys("?")
+    s.wait(lambda t: "strata top keys" in t, what="the help")
+    s.keys("x")
+    s.wait(lambda t: "sampling ON" in t, what="the view after help")
+    s.keys("q")
+    s.wait(lambda t: "Stop the program?" in t, what="the quit question")
+    s.keys("c")  # cancel: top goes on
+    s.wait(lambda t: "Stop the program?" not in t and "sampling ON" in t, what="the view after cancel")
+    s.keys("q")
+    s.wait(lambda t: "Stop the program?" in t, what="the quit question")
+    s.keys("y")
+    # Non-daemon threads keep Python alive after Ctrl-C: top goes on to
+    # SIGTERM after a while.
+    assert s.exit_status() in (130, 143)
+    assert s.terminal_restored()
+
+
+def test_native_passed_on(debian_python, tmp_path):
+    out = tmp_path / "n.strata"
+    r = strata("top", "--no-curses", "--native", "-o", out, "--", debian_python.exe, PROGRAMS / "split.py", 1)
+    assert r.returncode == 0, r.stderr
+    assert "profile in %s" % out in r.stdout
+    dump = strata("dump", out).stdout
+    assert re.search(r"process pid=\d+ .*flags=0x1 ", dump), [l for l in dump.splitlines() if "process" in l]
+    assert "module " in dump or "MODULE" in dump.upper()
