@@ -249,6 +249,8 @@ static enum quit on_key(struct top *T, int c)
 	case 'h':
 		view_curses_help();
 		break;
+	case 12: /* Ctrl-L, or the terminal was resized */
+		break;
 	default:
 		return Q_NONE;
 	}
@@ -417,6 +419,10 @@ int cmd_top(int argc, char **argv)
 	if (target_open(&T.t, &L, err, sizeof(err))) {
 		errorf("%s", err);
 		return 2;
+	}
+	if (pid && !T.t.att.ours && L.output) {
+		warnf("process %u is already recorded to %s: -o %s is not used", pid, T.t.file, L.output);
+		L.output = NULL;
 	}
 	T.t0 = T.last_refresh = now_s();
 	T.st.command = T.command;

@@ -120,6 +120,8 @@ int view_curses_key(int timeout_ms)
 {
 	timeout(timeout_ms);
 	int c = getch();
+	if (c == KEY_RESIZE)
+		return 12; /* redraw, like Ctrl-L */
 	return c == ERR ? -1 : c;
 }
 
