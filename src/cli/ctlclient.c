@@ -99,16 +99,16 @@ int ctl_find(pid_t pid, char *out, size_t n, char *err, size_t errlen)
 		return -1;
 	}
 	int m = agent_mapped(pid);
-	if (m == 0)
-		snprintf(err, errlen,
-			 "process %d was not started with the strata agent; start it with: %s COMMAND "
-			 "(or strata record --paused -- COMMAND)",
-			 (int)pid, ctl_howto());
-	else
+	if (m == 1)
 		snprintf(err, errlen,
 			 "process %d has the strata agent loaded but no control channel: it is not a Python process, "
 			 "or was started without STRATA_AGENT=1 or strata record",
 			 (int)pid);
+	else
+		snprintf(err, errlen,
+			 "process %d was not started with the strata agent%s; start it with: %s COMMAND "
+			 "(or strata record --paused -- COMMAND)",
+			 (int)pid, m < 0 ? " (it has no strata control channel)" : "", ctl_howto());
 	return -1;
 }
 
