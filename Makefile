@@ -38,6 +38,8 @@ AGENT_SRC  = $(wildcard src/agent/*.c)
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
 CLI_LIBS  += -ldw -lelf -lstdc++
+# -f pprof writes gzip (zlib).
+CLI_LIBS  += -lz
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
@@ -94,6 +96,9 @@ $(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h 
 		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+
+# html.c embeds the flame graph page with .incbin, which -MMD cannot see.
+$(OBJ)/cli/export/html.o $(BUILD)/asan/obj/export/html.o: src/export/flame.html src/export/flame.js
 
 # ---- tests ----------------------------------------------------------------
 

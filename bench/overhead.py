@@ -15,10 +15,12 @@ profile's size over its sample count.
     bench/overhead.py --python /root/.pyenv/versions/3.12.1/bin/python
 
 A configuration is a comma-separated list of `strata record` options
-without dashes: F=1000, mode=wall, native, paused ... `standby` runs the
-program with the agent preloaded in standby (STRATA_AGENT=1, no output:
-what a service waiting to be attached to pays); `paused` is an agent that
-records to a file with sampling stopped (strata record --paused).
+without dashes: F=1000, mode=wall, native, paused, e=cpu-clock (several
+events joined with '+': e=cpu-clock+page-faults), c=PERIOD ... `standby`
+runs the program with the agent preloaded in standby (STRATA_AGENT=1, no
+output: what a service waiting to be attached to pays); `paused` is an
+agent that records to a file with sampling stopped (strata record
+--paused).
 """
 import argparse
 import json
@@ -44,6 +46,8 @@ def config_args(cfg):
     for item in filter(None, cfg.split(",")):
         k, _, v = item.partition("=")
         flag = ("-" if len(k) == 1 else "--") + k
+        if k == "e":
+            v = v.replace("+", ",")
         args += [flag, v] if v else [flag]
     return args
 
@@ -67,6 +71,10 @@ def agent_env(cfg, out):
             opts["native"] = "1"
         elif k == "standby":
             pass
+        elif k == "e":
+            opts["events"] = v
+        elif k == "c":
+            opts["period"] = v
         else:
             extra.append(item)
     env = dict(os.environ)

@@ -22,6 +22,10 @@ DEMO="python3-numpy python3-numba"
 # and npm come with the machine: Debian's npm package would fight them.)
 TEST="python3-pytest python3-venv clang libclang-rt-14-dev valgrind linux-perf tmux libdevel-nytprof-perl protobuf-compiler chromium"
 
+# pprof export tests (issue 3): `go tool pprof`, from Debian's golang-go
+# unless a Go toolchain is already installed.
+command -v go >/dev/null 2>&1 || TEST="$TEST golang-go"
+
 # --native (issue 4): libdw/libelf for symbols and the CFI tests, g++ for the
 # C++ symbolizer fixture (libstdc++'s demangler comes with it).
 BUILD="$BUILD g++"

@@ -5,4 +5,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 scripts/pyenvs.sh
+# The format consumers (speedscope, profiler-cli, playwright-core) for the export tests.
+scripts/npm-deps.sh
 exec /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests/func "$@"

@@ -69,6 +69,16 @@ void agent_log(const char *fmt, ...)
 	(void)w;
 }
 
+unsigned agent_rate_hz(void)
+{
+	if (agent.trigger != TRIGGER_PERF_EVENT)
+		return agent.cfg.rate_hz;
+	/* Only a clock event has a rate; others sample every N occurrences. */
+	const struct event_list *ev = &agent.cfg.events;
+	uint64_t p = ev->n && (ev->ev[0].flags & EVS_CLOCK) ? agent.cfg.event_period : 0;
+	return p ? (unsigned)(1000000000ull / p) : 0;
+}
+
 uint64_t agent_new_stream_id(void)
 {
 	uint64_t id = 0;
@@ -88,8 +98,12 @@ static void parse_options(struct agent_config *c, const char *s)
 	c->paused = 0;
 	c->native = 0;
 	c->native_depth = 128;
+	memset(&c->events, 0, sizeof(c->events));
+	c->event_period = 0;
+	/* Events are '+'-separated here: commas separate the options. */
+	char evlist[512] = "";
 	while (s && *s) {
-		char key[32], val[64];
+		char key[32], val[512];
 		const char *eq = strchr(s, '='), *end = strchr(s, ',');
 		if (!end)
 			end = s + strlen(s);
@@ -115,10 +129,25 @@ static void parse_options(struct agent_config *c, const char *s)
 				c->native = v != 0;
 			else if (!strcmp(key, "ndepth") && v >= 1 && v <= 1024)
 				c->native_depth = (unsigned)v;
+			else if (!strcmp(key, "events"))
+				snprintf(evlist, sizeof(evlist), "%s", val);
+			else if (!strcmp(key, "period"))
+				c->event_period = strtoull(val, NULL, 10);
 		}
 		s = *end ? end + 1 : end;
 	}
 	c->period_ns = 1000000000ull / c->rate_hz;
+	if (evlist[0]) {
+		char err[256];
+		if (events_parse(evlist, '+', &c->events, err, sizeof(err))) {
+			agent_log("%s; sampling by CPU time instead", err);
+			c->events.n = 0;
+		}
+		else if (!c->event_period)
+			c->event_period = event_default_period(&c->events.ev[0], c->rate_hz);
+		else if (c->event_period < event_min_period(&c->events.ev[0]))
+			c->event_period = event_min_period(&c->events.ev[0]);
+	}
 	/* A Python frame record is 16 bytes; the ring must hold many deep samples. */
 	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe) +
 				     (c->native ? c->native_depth * 8u : 0)))
@@ -347,6 +376,11 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	}
 	agent.py->hook_code_death(writer_code_wanted, writer_code_died);
 	agent.trigger = sampler_pick_trigger();
+	if (agent.trigger < 0) {
+		/* sampler_pick_trigger said why, on stderr. */
+		snprintf(err, errlen, "the sampling events cannot be set up; this process is not profiled");
+		return -1;
+	}
 	if (signals_install()) {
 		snprintf(err, errlen, "cannot install signal handlers; this process is not profiled");
 		goto fail;

@@ -36,6 +36,7 @@
 
 #include "pyapi.h"
 #include "ring.h"
+#include "../common/events.h"
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
 #define AGENT_MAX_OWN 8
@@ -51,6 +52,11 @@ struct agent_config {
 	int paused;          /* start with sampling off */
 	int native;          /* --native: unwind native stacks too */
 	unsigned native_depth; /* native frames per sample */
+	/* -e: the first event drives sampling every event_period occurrences;
+	 * all of them are counted and read at each sample. */
+	struct event_list events;
+	uint64_t event_period;
+	int event_exclude_kernel;    /* user-space counting only (perf_event_paranoid) */
 	char output[4096];
 };
 
@@ -65,7 +71,10 @@ struct tslot {
 	struct ring ring;
 
 	/* trigger */
-	int trigger_fd;              /* perf event fd, or -1 */
+	int trigger_fd;              /* perf event fd (-e: the group leader), or -1 */
+	int counter_fd[EVENTS_MAX];  /* -e: the group's other events (index 0 unused), or -1 */
+	uint64_t counter_prev[EVENTS_MAX]; /* group values at this thread's last sample */
+	uint32_t ncounters;          /* events in this thread's group; 0 = none */
 	timer_t timer;
 	int has_timer;
 	int stat_fd;                 /* /proc/self/task/TID/stat (wall mode) */
@@ -172,6 +181,8 @@ struct rsample {
 /* agent.c */
 uint64_t mono_ns(void);
 uint64_t agent_new_stream_id(void);
+/* Samples per second as the profile states it (0: event-driven, not a clock). */
+unsigned agent_rate_hz(void);
 int agent_safe_read(void *dst, uint64_t src, size_t n);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agent_shutdown(int reason);
@@ -193,12 +204,16 @@ void signals_resolve(void);
 /* sampler.c */
 int trigger_start(struct tslot *s);
 void trigger_stop(struct tslot *s);
+/* In a fork child: closes the descriptors a slot inherited from the parent
+ * (they are the parent's events: never disable them, just let go). */
+void trigger_forget(struct tslot *s);
 /* Called from the SIGPROF handler; returns 1 if the signal was ours. */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
 /* Turns sampling on or off in every registered thread (pause/resume). */
 void triggers_set_enabled(int on);
-/* Sets the sampling rate for triggers armed from now on. */
-void triggers_set_rate(unsigned hz);
+/* Sets the sampling rate for triggers armed from now on; -1 if the
+ * trigger has no rate (events: a period of occurrences). */
+int triggers_set_rate(unsigned hz);
 int sampler_start(void);                               /* wall mode thread */
 void sampler_stop(void);
 int sampler_pick_trigger(void);

@@ -80,14 +80,19 @@ static void cmd_status(char *reply, size_t n)
 			threads++;
 	}
 	pthread_mutex_unlock(&agent.reg_lock);
-	char out[4096];
+	char out[4096], events[512] = "";
 	int has = writer_output(out, sizeof(out));
+	if (agent.trigger == TRIGGER_PERF_EVENT)
+		for (uint32_t i = 0; i < agent.cfg.events.n; i++)
+			snprintf(events + strlen(events), sizeof(events) - strlen(events), "%s%s", i ? "+" : "",
+				 agent.cfg.events.ev[i].name);
 	snprintf(reply, n,
-		 "ok\npid=%d\npython=%s\nmode=%s\nrate=%u\nsampling=%s\nsamples=%llu\ndropped=%llu\nthreads=%u\n"
-		 "loaded=%s\noutput=%s\n",
-		 (int)agent.pid, agent.python_version, agent.cfg.mode == MODE_WALL ? "wall" : "cpu", agent.cfg.rate_hz,
-		 atomic_load(&agent.sampling) ? "on" : "off", (unsigned long long)samples, (unsigned long long)dropped,
-		 threads, agent.by_tid ? "dlopen" : "preload", has ? (out[0] ? out : "(descriptor)") : "");
+		 "ok\npid=%d\npython=%s\nmode=%s\nrate=%u\nevents=%s\nsampling=%s\nsamples=%llu\ndropped=%llu\n"
+		 "threads=%u\nloaded=%s\noutput=%s\n",
+		 (int)agent.pid, agent.python_version, agent.cfg.mode == MODE_WALL ? "wall" : "cpu", agent_rate_hz(),
+		 events, atomic_load(&agent.sampling) ? "on" : "off", (unsigned long long)samples,
+		 (unsigned long long)dropped, threads, agent.by_tid ? "dlopen" : "preload",
+		 has ? (out[0] ? out : "(descriptor)") : "");
 }
 
 static int has_output(void)
@@ -139,8 +144,10 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			char busy[4096];
 			writer_output(busy, sizeof(busy));
 			reply_err(reply, n, "busy: already recording to %s", busy[0] ? busy : "a descriptor");
-		} else if ((rate && (triggers_set_rate(rate), 0)) || writer_attach(fd, path, create, err, sizeof(err))) {
-			/* The new stream's records name the rate: set it first. */
+		} else if (rate && triggers_set_rate(rate)) {
+			reply_err(reply, n, "this agent samples on events (-e): its period is fixed when it starts");
+		} else if (writer_attach(fd, path, create, err, sizeof(err))) {
+			/* The new stream's records name the rate: it was set first. */
 			triggers_set_rate(old_rate);
 			reply_err(reply, n, "%s", err);
 		} else {

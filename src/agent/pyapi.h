@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 1
+#define STRATA_PYAPI_VERSION 2
 
 /* One Python frame as the handler captures it. The writer turns `code`
  * into a REC_CODE index; (code, first) identifies a code object even if its
@@ -44,6 +44,12 @@ struct strata_codeinfo {
 	size_t linetable_len;
 };
 
+enum strata_phase {
+	STRATA_PHASE_RUNNING = 0,
+	STRATA_PHASE_UNINITIALIZED = 1, /* before Py_Initialize finished, or after finalization */
+	STRATA_PHASE_FINALIZING = 2,    /* Py_FinalizeEx is running */
+};
+
 /* Services the core offers the module. */
 struct strata_core {
 	/* Copies n bytes from address src of this process without faulting
@@ -58,6 +64,9 @@ struct strata_pyapi {
 
 	/* handler: is the interpreter far enough along that frames can be read? */
 	int (*ready)(void);
+	/* handler: where the interpreter is in its life (STRATA_PHASE_*), for
+	 * naming samples that have no Python frames. */
+	int (*phase)(void);
 	/* handler: the calling thread's PyThreadState, or NULL */
 	void *(*current_tstate)(void);
 	/* handler: walks the frames of `tstate`, leaf first, into out[0..max).

@@ -2,6 +2,13 @@
  * sampler.c — what makes a sample happen, and the capture itself.
  *
  * Triggers, per thread:
+ *  - -e EVENT[,EVENT...]: one perf event group per thread. The first event
+ *    is the leader: it samples, overflowing every `event_period`
+ *    occurrences and signalling the thread that caused them, exactly like
+ *    the task-clock trigger below. The others are counted in the same
+ *    group, so one read() of the leader (PERF_FORMAT_GROUP) gives every
+ *    value at once; the handler stores the difference from the thread's
+ *    previous sample, so each sample carries what happened since the last.
  *  - CPU mode: a perf_event_open software task-clock event on the thread,
  *    overflowing every period of the thread's own CPU time and signalling
  *    that thread (F_SETOWN_EX). It is hrtimer based, so 1000 Hz is really
@@ -54,10 +61,89 @@ static void task_clock_attr(struct perf_event_attr *a)
 	a->wakeup_events = 1;
 }
 
+/* Opens the -e event group on thread `tid` into the slot's descriptors:
+ * the leader samples and signals, the others only count. Returns 0, or -1
+ * with errno of the event that failed and *failed set to its index. */
+static int group_open(struct tslot *s, pid_t tid, int *failed)
+{
+	const struct event_list *ev = &agent.cfg.events;
+	struct perf_event_attr a;
+	int ek = agent.cfg.event_exclude_kernel;
+	event_attr(&ev->ev[0], &a, agent.cfg.event_period, 1, ek);
+	int leader = event_open(&a, tid, -1);
+	if (leader < 0) {
+		*failed = 0;
+		return -1;
+	}
+	for (uint32_t i = 1; i < ev->n; i++) {
+		event_attr(&ev->ev[i], &a, 0, 0, ek);
+		int fd = event_open(&a, tid, leader);
+		if (fd < 0) {
+			int e = errno;
+			for (uint32_t k = 1; k < i; k++) {
+				close(s->counter_fd[k]);
+				s->counter_fd[k] = -1;
+			}
+			close(leader);
+			*failed = (int)i;
+			errno = e;
+			return -1;
+		}
+		s->counter_fd[i] = fd;
+	}
+	s->trigger_fd = leader;
+	s->ncounters = ev->n;
+	memset(s->counter_prev, 0, sizeof(s->counter_prev));
+	return 0;
+}
+
+static void group_close(struct tslot *s)
+{
+	for (uint32_t i = 1; i < s->ncounters && i < EVENTS_MAX; i++) {
+		if (s->counter_fd[i] >= 0)
+			close(s->counter_fd[i]);
+		s->counter_fd[i] = -1;
+	}
+	s->ncounters = 0;
+}
+
+/* Picks the -e trigger: the group must open on this thread, with kernel
+ * counting if allowed, else user space only (unless an event happens only
+ * in the kernel). The CLI checked all this before starting the command;
+ * failing here means the process runs under other rules (another user). */
+static int pick_event_trigger(void)
+{
+	int need_kernel = 0;
+	for (uint32_t i = 0; i < agent.cfg.events.n; i++)
+		need_kernel |= (agent.cfg.events.ev[i].flags & EVS_KERNEL) != 0;
+	struct tslot probe;
+	memset(&probe, 0, sizeof(probe));
+	for (uint32_t i = 0; i < EVENTS_MAX; i++)
+		probe.counter_fd[i] = -1;
+	int failed = 0, err = 0;
+	for (int ek = 0; ek <= (need_kernel ? 0 : 1); ek++) {
+		agent.cfg.event_exclude_kernel = ek;
+		if (group_open(&probe, 0, &failed) == 0) {
+			close(probe.trigger_fd);
+			group_close(&probe);
+			return TRIGGER_PERF_EVENT;
+		}
+		if (!err)
+			err = errno;
+		if (errno != EACCES && errno != EPERM)
+			break;
+	}
+	agent_log("cannot open perf event '%s' in process %d: %s; this process is not profiled",
+		  agent.cfg.events.ev[failed].name, (int)getpid(), strerror(err));
+	return -1;
+}
+
 int sampler_pick_trigger(void)
 {
 	if (agent.cfg.mode == MODE_WALL)
 		return TRIGGER_WALL_SAMPLER;
+	if (agent.cfg.events.n)
+		return pick_event_trigger();
 	if (getenv("STRATA_NO_PERF_EVENTS"))
 		return TRIGGER_POSIX_CPU_TIMER;
 	struct perf_event_attr a;
@@ -73,9 +159,34 @@ int sampler_pick_trigger(void)
 	return TRIGGER_POSIX_CPU_TIMER;
 }
 
+static int set_owner(int fd, pid_t tid)
+{
+	struct f_owner_ex own = { F_OWNER_TID, tid };
+	return fcntl(fd, F_SETFL, O_ASYNC) || fcntl(fd, F_SETSIG, SIGPROF) || fcntl(fd, F_SETOWN_EX, &own) ? -1 : 0;
+}
+
 int trigger_start(struct tslot *s)
 {
 	switch (agent.trigger) {
+	case TRIGGER_PERF_EVENT: {
+		int failed = 0;
+		if (group_open(s, s->external ? s->tid : 0, &failed)) {
+			static _Atomic int told;
+			if (!atomic_exchange(&told, 1))
+				agent_log("cannot open perf event '%s' for thread %d: %s; it is not sampled",
+					  agent.cfg.events.ev[failed].name, (int)s->tid, strerror(errno));
+			return -1;
+		}
+		if (set_owner(s->trigger_fd, s->tid)) {
+			close(s->trigger_fd);
+			s->trigger_fd = -1;
+			group_close(s);
+			return -1;
+		}
+		if (atomic_load(&agent.sampling))
+			ioctl(s->trigger_fd, PERF_EVENT_IOC_REFRESH, 1);
+		return 0;
+	}
 	case TRIGGER_PERF_TASK_CLOCK: {
 		struct perf_event_attr a;
 		task_clock_attr(&a);
@@ -84,9 +195,7 @@ int trigger_start(struct tslot *s)
 		long fd = perf_open(&a, s->external ? s->tid : 0);
 		if (fd < 0)
 			return -1;
-		struct f_owner_ex own = { F_OWNER_TID, s->tid };
-		if (fcntl((int)fd, F_SETFL, O_ASYNC) || fcntl((int)fd, F_SETSIG, SIGPROF) ||
-		    fcntl((int)fd, F_SETOWN_EX, &own)) {
+		if (set_owner((int)fd, s->tid)) {
 			close((int)fd);
 			return -1;
 		}
@@ -129,6 +238,7 @@ void trigger_stop(struct tslot *s)
 		close(s->trigger_fd);
 		s->trigger_fd = -1;
 	}
+	group_close(s);
 	if (s->has_timer) {
 		timer_delete(s->timer);
 		s->has_timer = 0;
@@ -137,6 +247,17 @@ void trigger_stop(struct tslot *s)
 		close(s->stat_fd);
 		s->stat_fd = -1;
 	}
+}
+
+void trigger_forget(struct tslot *s)
+{
+	if (s->trigger_fd >= 0)
+		close(s->trigger_fd);
+	s->trigger_fd = -1;
+	group_close(s);
+	if (s->stat_fd >= 0)
+		close(s->stat_fd);
+	s->stat_fd = -1;
 }
 
 static void trigger_enable(struct tslot *s, int on)
@@ -177,10 +298,15 @@ void triggers_set_enabled(int on)
 	}
 }
 
-void triggers_set_rate(unsigned hz)
+int triggers_set_rate(unsigned hz)
 {
-	if (hz < 1 || hz > 100000 || hz == agent.cfg.rate_hz)
-		return;
+	if (hz < 1 || hz > 100000)
+		return -1;
+	/* An event-driven agent samples every -c occurrences, not at a rate. */
+	if (agent.trigger == TRIGGER_PERF_EVENT)
+		return hz == agent.cfg.rate_hz ? 0 : -1;
+	if (hz == agent.cfg.rate_hz)
+		return 0;
 	agent.cfg.rate_hz = hz;
 	agent.cfg.period_ns = 1000000000ull / hz;
 	uint64_t period = agent.cfg.period_ns;
@@ -189,30 +315,53 @@ void triggers_set_rate(unsigned hz)
 		if (s->trigger_fd >= 0)
 			ioctl(s->trigger_fd, PERF_EVENT_IOC_PERIOD, &period);
 	pthread_mutex_unlock(&agent.reg_lock);
+	return 0;
 }
 
 /* ---- capture ---------------------------------------------------------- */
+
+/* Names a sample without Python frames: the interpreter starting or
+ * shutting down. "Uninitialized" after the interpreter has been seen
+ * running means it has finished finalizing. */
+static int seen_running;
+
+static uint8_t phase_flag(void)
+{
+	switch (agent.py->phase()) {
+	case STRATA_PHASE_RUNNING:
+		seen_running = 1;
+		return 0;
+	case STRATA_PHASE_FINALIZING:
+		return STACK_PY_SHUTDOWN;
+	default:
+		return seen_running ? STACK_PY_SHUTDOWN : STACK_PY_STARTUP;
+	}
+}
 
 /* Captures one sample of the thread whose PyThreadState is `tstate` (or the
  * calling thread's when tstate is NULL and `self` is set) into `ring`. The
  * guard state lives in `g`, the slot of the thread doing the reading. */
 static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate, int self, const void *uc,
-		    uint32_t weight, uint8_t sample_flags, _Atomic uint64_t *dropped,
-		    _Atomic uint64_t *count)
+		    uint32_t weight, uint8_t sample_flags, const uint64_t *counters, uint32_t ncounters,
+		    _Atomic uint64_t *dropped, _Atomic uint64_t *count)
 {
 	unsigned depth = agent.cfg.max_depth;
 	/* Native stacks only for a thread sampling itself: the registers come
 	 * from its own interrupted context. */
 	unsigned ndepth = agent.cfg.native && self && uc ? agent.cfg.native_depth : 0;
-	uint32_t max = (uint32_t)(sizeof(struct rsample) + depth * sizeof(struct strata_pyframe) + ndepth * 8u);
+	uint32_t cbytes = ncounters * (uint32_t)sizeof(uint64_t);
+	uint32_t max = (uint32_t)(sizeof(struct rsample) + cbytes + depth * sizeof(struct strata_pyframe) + ndepth * 8u);
 	uint8_t *p = ring_reserve(ring, max);
 	if (!p) {
 		atomic_fetch_add_explicit(dropped, 1, memory_order_relaxed);
 		return;
 	}
 	struct rsample *h = (struct rsample *)p;
-	struct strata_pyframe *fr = (struct strata_pyframe *)(p + sizeof(*h));
+	struct strata_pyframe *fr = (struct strata_pyframe *)(p + sizeof(*h) + cbytes);
 	memset(h, 0, sizeof(*h));
+	h->ncounters = (uint8_t)ncounters;
+	if (ncounters)
+		memcpy(p + sizeof(*h), counters, cbytes);
 	h->time_ns = mono_ns();
 	h->tid = (uint32_t)tid;
 	h->weight = weight ? weight : 1;
@@ -248,6 +397,8 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 	}
 	for (int i = 0; i < n; i++)
 		code_seen[code_seen_slot(fr[i].code)] = 1;
+	if (n == 0 && !(h->stack_flags & STACK_PY_FAULT))
+		h->stack_flags |= phase_flag();
 	h->npy = (uint16_t)n;
 	h->py_missing = missing;
 	if (missing)
@@ -272,8 +423,26 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 		h->stack_flags |= nflags;
 		h->nnative = (uint16_t)nn;
 	}
-	ring_commit(ring, (uint32_t)(sizeof(*h) + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u));
+	ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u));
 	atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+}
+
+/* The -e group's counts since this thread's previous sample, from one
+ * read() of the leader. Returns the number of values, 0 if the read failed
+ * (the sample then carries no counts rather than wrong ones).
+ * Async-signal-safe: read() and arithmetic. */
+static uint32_t read_counters(struct tslot *s, uint64_t *out)
+{
+	uint64_t buf[1 + EVENTS_MAX];
+	ssize_t r = read(s->trigger_fd, buf, sizeof(buf));
+	if (r < (ssize_t)sizeof(uint64_t) || buf[0] != s->ncounters ||
+	    (size_t)r < (1 + s->ncounters) * sizeof(uint64_t))
+		return 0;
+	for (uint32_t i = 0; i < s->ncounters; i++) {
+		out[i] = buf[1 + i] - s->counter_prev[i];
+		s->counter_prev[i] = buf[1 + i];
+	}
+	return s->ncounters;
 }
 
 /* Tags the wall sampler's SIGPROFs (sent with rt_tgsigqueueinfo), so the
@@ -296,7 +465,8 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 	}
 
 	if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
-		ours = s ? si->si_fd == s->trigger_fd : agent.trigger == TRIGGER_PERF_TASK_CLOCK;
+		ours = s ? si->si_fd == s->trigger_fd
+			 : agent.trigger == TRIGGER_PERF_TASK_CLOCK || agent.trigger == TRIGGER_PERF_EVENT;
 	} else if (si->si_code == SI_TIMER) {
 		ours = s ? si->si_value.sival_ptr == (void *)s : agent.trigger == TRIGGER_POSIX_CPU_TIMER;
 		weight = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
@@ -317,8 +487,11 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 	if (!s->in_handler) {
 		s->in_handler = 1;
 		if (atomic_load_explicit(&agent.sampling, memory_order_relaxed) &&
-		    !atomic_load_explicit(&agent.stopping, memory_order_relaxed))
-			capture(s, &s->ring, s->tid, NULL, 1, uc, weight, 0, &s->dropped, &s->samples);
+		    !atomic_load_explicit(&agent.stopping, memory_order_relaxed)) {
+			uint64_t cnt[EVENTS_MAX];
+			uint32_t nc = s->ncounters ? read_counters(s, cnt) : 0;
+			capture(s, &s->ring, s->tid, NULL, 1, uc, weight, 0, cnt, nc, &s->dropped, &s->samples);
+		}
 		s->in_handler = 0;
 	}
 	if (s->trigger_fd >= 0 && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
@@ -417,7 +590,8 @@ static void *sampler_main(void *arg)
 			} else {
 				if (!s->tstate)
 					s->tstate = guarded_find_tstate(me, s->pthread);
-				capture(me, &me->ring, s->tid, s->tstate, 0, NULL, 1, SAMPLE_IDLE, &s->dropped, &s->samples);
+				capture(me, &me->ring, s->tid, s->tstate, 0, NULL, 1, SAMPLE_IDLE, NULL, 0, &s->dropped,
+					&s->samples);
 			}
 		}
 		pthread_mutex_unlock(&agent.reg_lock);

@@ -12,11 +12,15 @@
  * guarded read therefore reaches the application (or the default action)
  * unchanged.
  *
- * SIGTERM and SIGHUP are watched too: when the application leaves them at
- * their default action (terminate), the agent first writes what it has,
- * waiting a bounded time for the writer, then lets the signal kill the
- * process as it would have. A multiprocessing pool's workers, stopped with
- * SIGTERM, thus keep their last samples.
+ * SIGTERM and SIGHUP are watched too, but only while the application
+ * leaves them at their default action (terminate): then the agent first
+ * writes what it has, waiting a bounded time for the writer, and lets the
+ * signal kill the process as it would have. A multiprocessing pool's
+ * workers, stopped with SIGTERM, thus keep their last samples. As soon as
+ * the application installs its own handler (or SIG_IGN) for them, that goes
+ * straight into the kernel with the application's own flags: a Python
+ * handler relies on its blocking system calls failing with EINTR, which a
+ * handler of ours installed with SA_RESTART would prevent.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,6 +36,13 @@ static sighandler_t (*real_signal)(int, sighandler_t);
 /* What the application believes is installed, for the signals we manage. */
 static struct sigaction app_act[NSIG];
 static volatile sig_atomic_t managed[NSIG];
+/* Signals we only hold while the application's disposition is SIG_DFL. */
+static volatile sig_atomic_t only_default[NSIG];
+
+static int is_default(const struct sigaction *a)
+{
+	return !(a->sa_flags & SA_SIGINFO) && a->sa_handler == SIG_DFL;
+}
 
 void signals_resolve(void)
 {
@@ -117,20 +128,37 @@ static void on_term(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
-static int install(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
+static int install_ours(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
 {
 	struct sigaction ours;
 	memset(&ours, 0, sizeof(ours));
 	ours.sa_sigaction = fn;
 	ours.sa_flags = SA_SIGINFO | flags;
 	sigemptyset(&ours.sa_mask);
+	return real_sigaction(sig, &ours, NULL);
+}
+
+static int install(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
+{
 	if (real_sigaction(sig, NULL, &app_act[sig]) != 0)
 		return -1;
-	if (real_sigaction(sig, &ours, NULL) != 0)
+	if (install_ours(sig, fn, flags) != 0)
 		return -1;
 	managed[sig] = 1;
 	return 0;
 }
+
+/* SIGTERM/SIGHUP: watched only while the application leaves them at the
+ * default action. */
+static void watch_if_default(int sig)
+{
+	if (real_sigaction(sig, NULL, &app_act[sig]) != 0)
+		return;
+	only_default[sig] = 1;
+	if (is_default(&app_act[sig]) && install_ours(sig, on_term, SA_RESTART) == 0)
+		managed[sig] = 1;
+}
+
 
 /* Takes `sig` back when a direct sigaction (not interposed: the agent was
  * loaded with dlopen) replaced our handler, keeping the replacement as the
@@ -144,12 +172,7 @@ static int retake(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
 	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fn)
 		return 0;
 	app_act[sig] = cur;
-	struct sigaction ours;
-	memset(&ours, 0, sizeof(ours));
-	ours.sa_sigaction = fn;
-	ours.sa_flags = SA_SIGINFO | flags;
-	sigemptyset(&ours.sa_mask);
-	return real_sigaction(sig, &ours, NULL);
+	return install_ours(sig, fn, flags);
 }
 
 int signals_guard_check(void)
@@ -176,16 +199,40 @@ int signals_install(void)
 		return -1;
 	/* Not fatal if these fail: only the last samples of a killed process
 	 * are at stake. */
-	install(SIGTERM, on_term, SA_RESTART);
-	install(SIGHUP, on_term, SA_RESTART);
+	watch_if_default(SIGTERM);
+	watch_if_default(SIGHUP);
 	return 0;
 }
 
 /* ---- interposed API ---------------------------------------------------- */
 
+/* The application changes a signal we only watch at SIG_DFL: its own
+ * handler or SIG_IGN goes into the kernel as it is; SIG_DFL brings ours back. */
+static int set_watched(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction prev = app_act[sig];
+	if (act) {
+		if (is_default(act)) {
+			if (install_ours(sig, on_term, SA_RESTART) != 0)
+				return -1;
+			managed[sig] = 1;
+		} else {
+			if (real_sigaction(sig, act, NULL) != 0)
+				return -1;
+			managed[sig] = 0;
+		}
+		app_act[sig] = *act;
+	}
+	if (old)
+		*old = prev;
+	return 0;
+}
+
 AGENT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	signals_resolve();
+	if (sig > 0 && sig < NSIG && only_default[sig])
+		return set_watched(sig, act, old);
 	if (sig > 0 && sig < NSIG && managed[sig]) {
 		if (old)
 			*old = app_act[sig];
@@ -203,6 +250,16 @@ AGENT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 AGENT_EXPORT sighandler_t signal(int sig, sighandler_t h)
 {
 	signals_resolve();
+	if (sig > 0 && sig < NSIG && only_default[sig]) {
+		struct sigaction a, old;
+		memset(&a, 0, sizeof(a));
+		a.sa_handler = h;
+		a.sa_flags = SA_RESTART; /* glibc's signal() has BSD semantics */
+		sigemptyset(&a.sa_mask);
+		if (set_watched(sig, &a, &old) != 0)
+			return SIG_ERR;
+		return old.sa_handler;
+	}
 	if (sig > 0 && sig < NSIG && managed[sig]) {
 		sighandler_t old = app_act[sig].sa_handler;
 		struct sigaction a;

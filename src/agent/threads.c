@@ -183,6 +183,8 @@ struct tslot *thread_register(const char *name, int is_main)
 	s->pthread = pthread_self();
 	s->start_ns = mono_ns();
 	s->trigger_fd = -1;
+	for (int i = 0; i < EVENTS_MAX; i++)
+		s->counter_fd[i] = -1;
 	s->stat_fd = -1;
 	if (name && *name)
 		snprintf(s->name, sizeof(s->name), "%s", name);
@@ -381,22 +383,14 @@ void threads_after_fork_child(void)
 		struct tslot *next = s->next;
 		if (s != me) {
 			/* The parent's descriptors were inherited; close our copies. */
-			if (s->trigger_fd >= 0)
-				close(s->trigger_fd);
-			if (s->stat_fd >= 0)
-				close(s->stat_fd);
+			trigger_forget(s);
 			slot_free(s);
 		}
 		s = next;
 	}
 	if (!me)
 		return;
-	if (me->trigger_fd >= 0)
-		close(me->trigger_fd);
-	if (me->stat_fd >= 0)
-		close(me->stat_fd);
-	me->trigger_fd = -1;
-	me->stat_fd = -1;
+	trigger_forget(me);
 	me->has_timer = 0; /* POSIX timers are not inherited by fork */
 	me->tid = (pid_t)syscall(SYS_gettid);
 	me->start_ns = mono_ns();

@@ -457,7 +457,30 @@ static void put_process(uint32_t flags)
 		.period_ns = agent.cfg.period_ns,
 		.flags = flags,
 	};
+	const struct event_list *ev = &agent.cfg.events;
+	char *names[EVENTS_MAX];
+	if (agent.trigger == TRIGGER_PERF_EVENT) {
+		for (uint32_t i = 0; i < ev->n; i++)
+			names[i] = (char *)ev->ev[i].name;
+		p.nevents = ev->n;
+		p.events = names;
+		/* period_ns is a time: only a clock's period is one. */
+		p.period_ns = ev->ev[0].flags & EVS_CLOCK ? agent.cfg.event_period : 0;
+		p.rate_hz = p.period_ns ? (uint32_t)(1000000000ull / p.period_ns) : 0;
+	}
 	rec_put_process(&W.recs, &p);
+	for (uint32_t i = 0; i < p.nevents; i++) {
+		struct rec_event_desc d = {
+			.index = i,
+			.name = names[i],
+			.type = ev->ev[i].type,
+			.config = ev->ev[i].config,
+			.period = i == 0 ? agent.cfg.event_period : 0,
+			.flags = (i == 0 ? EVD_SAMPLING : 0) | (agent.cfg.event_exclude_kernel ? EVD_USER_ONLY : 0) |
+				 (ev->ev[i].flags & EVS_CLOCK ? EVD_CLOCK : 0),
+		};
+		rec_put_event_desc(&W.recs, &d);
+	}
 }
 
 static void announce(struct tslot *s)
@@ -744,9 +767,17 @@ static int write_session_start(void)
 		.argc = argc,
 		.argv = argv,
 		.mode = (uint32_t)agent.cfg.mode,
-		.rate_hz = agent.cfg.rate_hz,
+		.rate_hz = agent_rate_hz(),
 		.hostname = host,
 	};
+	/* The model takes the event columns from the session. */
+	char *names[EVENTS_MAX];
+	if (agent.trigger == TRIGGER_PERF_EVENT) {
+		for (uint32_t i = 0; i < agent.cfg.events.n; i++)
+			names[i] = (char *)agent.cfg.events.ev[i].name;
+		se.nevents = agent.cfg.events.n;
+		se.events = names;
+	}
 	struct wbuf recs;
 	wbuf_init(&recs);
 	rec_put_session(&recs, &se);

@@ -80,10 +80,18 @@ int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, i
 	static char cmd[16384];
 	char *argv[256];
 	int argc = target_argv(pid, cmd, sizeof(cmd), argv, 256);
+	static char events[512];
+	ctl_value(reply, "events", events, sizeof(events));
+	if (rate && events[0]) {
+		snprintf(err, errlen, "process %d samples on events (%s): its period is fixed, -F does not apply",
+			 (int)pid, events);
+		return -1;
+	}
 	struct launch_opts o = {
 		.output = path,
 		.mode = !strcmp(a->mode, "wall") ? MODE_WALL : MODE_CPU,
 		.rate_hz = rate ? rate : a->rate,
+		.events = events[0] ? events : NULL,
 		.argv = argv,
 		.argc = argc,
 	};

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "builtin.h"
@@ -56,34 +57,44 @@ int convert_to(const struct profile *p, const struct exporter *ex, const char *o
 	       const struct export_opts *o)
 {
 	FILE *out = stdout;
+	/* A failed conversion removes what it wrote, but only from a regular
+	 * file: -o may name a device or a pipe. */
+	int regular = 0;
 	if (out_path && strcmp(out_path, "-") != 0) {
 		out = fopen(out_path, ex->binary ? "wb" : "w");
 		if (!out) {
 			errorf("cannot write %s: %s", out_path, strerror(errno));
 			return 1;
 		}
+		struct stat sb;
+		regular = fstat(fileno(out), &sb) == 0 && S_ISREG(sb.st_mode);
 	} else if (ex->binary && isatty(STDOUT_FILENO)) {
 		errorf("%s output is binary: give -o FILE or redirect standard output", ex->name);
 		return 2;
 	}
 	char err[512] = "";
+	errno = 0;
 	int rc = ex->fn(p, out, o, err, sizeof(err));
-	int werr = ferror(out);
+	int werr = ferror(out), saved = errno;
 	if (out != stdout) {
-		if (fclose(out) != 0)
+		if (fclose(out) != 0 && !werr) {
 			werr = 1;
-	} else if (fflush(out) != 0) {
+			saved = errno;
+		}
+	} else if (fflush(out) != 0 && !werr) {
 		werr = 1;
+		saved = errno;
 	}
-	if (rc) {
-		errorf("%s: %s", ex->name, err[0] ? err : "conversion failed");
-		if (out != stdout)
-			unlink(out_path);
-		return 1;
-	}
+	const char *where = out != stdout ? out_path : "standard output";
 	if (werr) {
-		errorf("cannot write %s: %s", out_path ? out_path : "standard output", strerror(errno));
-		if (out != stdout)
+		/* A write error shows as the exporter's failure too: name the
+		 * cause. */
+		errorf("cannot write %s: %s", where, saved ? strerror(saved) : "write error");
+	} else if (rc) {
+		errorf("%s: %s", ex->name, err[0] ? err : "conversion failed");
+	}
+	if (rc || werr) {
+		if (regular)
 			unlink(out_path);
 		return 1;
 	}
@@ -141,6 +152,8 @@ int cmd_convert(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		warnf("%s: %s", path, p->warnings[i]);
+	if (!p->nsamples)
+		warnf("%s: the profile holds no samples: the %s output is empty", path, ex->name);
 	o.title = p->command;
 	o.source = path;
 	if (convert_event(p, event, &o.event)) {

@@ -44,8 +44,12 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		struct rec_session s;
 		if (rec_get_session(body, &s))
 			goto bad;
-		printf("session strata=%s host=%s mode=%u rate=%u cmd=", s.strata_version, s.hostname, s.mode,
-		       s.rate_hz);
+		printf("session strata=%s host=%s mode=%u rate=%u", s.strata_version, s.hostname, s.mode, s.rate_hz);
+		if (s.nevents) {
+			printf(" events=");
+			print_strv(s.nevents, s.events);
+		}
+		printf(" cmd=");
 		print_strv(s.argc, s.argv);
 		rec_free_session(&s);
 		break;
@@ -61,8 +65,13 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		struct rec_process p;
 		if (rec_get_process(body, &p))
 			goto bad;
-		printf("process pid=%u ppid=%u python=%s trigger=%u period=%" PRIu64 "ns flags=%#x exe=%s argv=", p.pid,
-		       p.ppid, p.python_version, p.trigger, p.period_ns, p.flags, p.executable);
+		printf("process pid=%u ppid=%u python=%s trigger=%u period=%" PRIu64 "ns flags=%#x exe=%s", p.pid, p.ppid,
+		       p.python_version, p.trigger, p.period_ns, p.flags, p.executable);
+		if (p.nevents) {
+			printf(" events=");
+			print_strv(p.nevents, p.events);
+		}
+		printf(" argv=");
 		print_strv(p.argc, p.argv);
 		rec_free_process(&p);
 		break;
@@ -132,6 +141,12 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 			goto bad;
 		printf("sample tid=%u dt=%" PRId64 " stack=#%u weight=%u flags=%#x", s.tid, s.dt_ns, s.stack, s.weight,
 		       s.flags);
+		if (s.ncounters) {
+			printf(" counters=[");
+			for (uint32_t i = 0; i < s.ncounters; i++)
+				printf("%s%" PRIu64, i ? " " : "", s.counters[i]);
+			printf("]");
+		}
 		break;
 	}
 	case REC_DROPPED: {
@@ -153,6 +168,15 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		if (m.image_len)
 			printf(" image=%zu bytes", m.image_len);
 		rec_free_module(&m);
+		break;
+	}
+	case REC_EVENT_DESC: {
+		struct rec_event_desc e;
+		if (rec_get_event_desc(body, &e))
+			goto bad;
+		printf("event-desc #%u %s type=%u config=%#" PRIx64 " period=%" PRIu64 " flags=%#x", e.index, e.name,
+		       e.type, e.config, e.period, e.flags);
+		rec_free_event_desc(&e);
 		break;
 	}
 	default:

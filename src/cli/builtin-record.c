@@ -36,6 +36,11 @@ static const char usage_text[] =
 	"                       and write that to FILE (see strata convert --help)\n"
 	"      --raw FILE       with -f: also keep the .strata profile in FILE\n"
 	"  -F, --freq HZ        samples per second per thread (default: 1000)\n"
+	"  -e, --event LIST     sample on perf events instead of CPU time: the first\n"
+	"                       event drives sampling, all are counted per line\n"
+	"                       ('-e list' shows them; see docs/events.md)\n"
+	"  -c, --period N       with -e: a sample every N occurrences of the first\n"
+	"                       event (default depends on the event)\n"
 	"      --mode MODE      cpu: sample each thread by its own CPU time (default)\n"
 	"                       wall: sample every thread by wall-clock time, marking\n"
 	"                       samples of blocked threads as idle\n"
@@ -184,13 +189,15 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 int cmd_record(int argc, char **argv)
 {
 	struct launch_opts o = { .output = "strata.out", .mode = MODE_CPU, .rate_hz = 1000, .max_depth = 512 };
-	int quiet = 0;
-	const char *format = NULL, *raw = NULL, *output = NULL;
+	int quiet = 0, rate_given = 0;
+	const char *format = NULL, *raw = NULL, *output = NULL, *events = NULL, *period = NULL;
 	static const struct option longopts[] = {
 		{ "output", required_argument, 0, 'o' },
 		{ "format", required_argument, 0, 'f' },
 		{ "raw", required_argument, 0, 'R' },
 		{ "freq", required_argument, 0, 'F' },
+		{ "event", required_argument, 0, 'e' },
+		{ "period", required_argument, 0, 'c' },
 		{ "mode", required_argument, 0, 'm' },
 		{ "max-depth", required_argument, 0, 'D' },
 		{ "paused", no_argument, 0, 'P' },
@@ -204,9 +211,9 @@ int cmd_record(int argc, char **argv)
 	int c;
 	unsigned pid = 0;
 	double duration = 0;
-	int set_freq = 0, set_fixed = 0;
+	int set_fixed = 0;
 	/* '+': stop at the first non-option, which begins the command. */
-	while ((c = getopt_long(argc, argv, "+o:F:f:qhp:d:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:F:f:e:c:qhp:d:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (parse_uint(optarg, 1, 0x7fffffff, &pid)) {
@@ -237,7 +244,17 @@ int cmd_record(int argc, char **argv)
 				errorf("invalid frequency '%s': expected 1..100000 samples per second", optarg);
 				return 2;
 			}
-			set_freq = 1;
+			rate_given = 1;
+			break;
+		case 'e':
+			if (!strcmp(optarg, "list")) {
+				record_events_list(stdout);
+				return 0;
+			}
+			events = optarg;
+			break;
+		case 'c':
+			period = optarg;
 			break;
 		case 'm':
 			set_fixed = 1;
@@ -279,8 +296,8 @@ int cmd_record(int argc, char **argv)
 			errorf("--pid records a running process: give no command");
 			die_usage(usage_text);
 		}
-		if (set_fixed) {
-			errorf("--mode, --max-depth and --native are fixed when a process starts; "
+		if (set_fixed || events || period) {
+			errorf("--mode, --max-depth, --native and -e are fixed when a process starts; "
 			       "with --pid only -F, -o, -f, -d and --paused apply");
 			return 2;
 		}
@@ -290,6 +307,21 @@ int cmd_record(int argc, char **argv)
 	} else if (optind >= argc) {
 		errorf("no command given");
 		die_usage(usage_text);
+	}
+	/* Events are checked here, before anything runs. */
+	static char agent_events[512];
+	if (period && !events) {
+		errorf("-c sets the period of the first -e event: give -e too");
+		return 2;
+	}
+	if (events) {
+		int clock = 0;
+		if (record_events_setup(events, period, o.rate_hz, rate_given, o.mode, agent_events,
+					sizeof(agent_events), &o.event_period, &clock))
+			return 2;
+		o.events = agent_events;
+		/* The session's rate is a time rate: only a clock event has one. */
+		o.rate_hz = clock ? (unsigned)(1000000000ull / o.event_period) : 0;
 	}
 	o.argv = argv + optind;
 	o.argc = argc - optind;
@@ -318,15 +350,23 @@ int cmd_record(int argc, char **argv)
 			close(fd);
 			o.output = tmp_raw;
 		}
-		/* Fail before running the command if the output cannot be written. */
-		FILE *t = fopen(output, "a");
-		if (!t) {
-			errorf("cannot write %s: %s", output, strerror(errno));
-			if (tmp_raw[0])
-				unlink(tmp_raw);
-			return 2;
+		/* Fail before running the command if the output cannot be
+		 * written ("-" is standard output). */
+		if (strcmp(output, "-") != 0) {
+			int existed = access(output, F_OK) == 0;
+			FILE *t = fopen(output, "a");
+			if (!t) {
+				errorf("cannot write %s: %s", output, strerror(errno));
+				if (tmp_raw[0])
+					unlink(tmp_raw);
+				return 2;
+			}
+			fclose(t);
+			/* Leave no empty file behind if the command fails before
+			 * the conversion writes it. */
+			if (!existed)
+				unlink(output);
 		}
-		fclose(t);
 	} else if (raw) {
 		errorf("--raw only makes sense with -f FORMAT");
 		return 2;
@@ -339,7 +379,7 @@ int cmd_record(int argc, char **argv)
 	int st;
 	if (pid) {
 		struct attach a;
-		if (attach_start(&a, (pid_t)pid, o.output, set_freq ? o.rate_hz : 0, o.paused, 0, err, sizeof(err))) {
+		if (attach_start(&a, (pid_t)pid, o.output, rate_given ? o.rate_hz : 0, o.paused, 0, err, sizeof(err))) {
 			errorf("%s", err);
 			if (tmp_raw[0])
 				unlink(tmp_raw);
@@ -416,6 +456,8 @@ int cmd_record(int argc, char **argv)
 		if (!p) {
 			errorf("%s: %s", o.output, err);
 		} else {
+			for (uint32_t i = 0; i < p->nwarnings; i++)
+				warnf("%s: %s", o.output, p->warnings[i]);
 			struct export_opts eo = { .title = p->command, .source = o.output };
 			rc = convert_to(p, ex, output, &eo);
 			profile_free(p);

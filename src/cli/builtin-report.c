@@ -16,12 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "builtin.h"
 #include "../lib/json.h"
 #include "../lib/profile.h"
+#include "../lib/ratios.h"
+#include "../lib/source.h"
+
+/* Event columns a table shows at most (the JSON has every event). */
+#define EVENTS_SHOWN_MAX 8
 
 static const char usage_text[] =
 	"usage: strata report [options] FILE\n"
@@ -33,6 +37,7 @@ static const char usage_text[] =
 	"      --json           print one JSON object instead of tables\n"
 	"  -n, --limit N        rows per table (default: 20; with --json: all)\n"
 	"  -s, --sort KEY       order functions and lines by self (default) or total\n"
+	"  -e, --event NAME     order by this recorded event instead of samples\n"
 	"  -p, --pid PID        only samples of process PID\n"
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
@@ -43,6 +48,8 @@ static const char usage_text[] =
 
 struct report_opts {
 	int json;
+	uint32_t event;     /* --event: the event rows are ordered by (0 = samples) */
+	const char *event_name;
 	int limit;          /* 0 = all */
 	int by_total;
 	int no_idle;
@@ -168,79 +175,22 @@ static const char *short_path(const char *file, const char *cwd)
 
 /* ---- source lines ----------------------------------------------------- */
 
-/* Source files read for the "Hottest lines" table, kept for the run. */
-struct src_file {
-	const char *path;   /* profile's string (interned, lives as long as p) */
-	char *text;         /* NULL: unreadable */
-	size_t len;
-};
-
-struct src_cache {
-	struct src_file *f;
-	size_t n;
-};
-
-#define MAX_SOURCE_SIZE (16u << 20)
-
-static const struct src_file *src_get(struct src_cache *c, const char *path)
-{
-	for (size_t i = 0; i < c->n; i++)
-		if (c->f[i].path == path || strcmp(c->f[i].path, path) == 0)
-			return &c->f[i];
-	struct src_file *nf = realloc(c->f, (c->n + 1) * sizeof(*nf));
-	if (!nf)
-		return NULL;
-	c->f = nf;
-	struct src_file *sf = &c->f[c->n++];
-	memset(sf, 0, sizeof(*sf));
-	sf->path = path;
-	/* Only regular files of sane size: a name from the profile may be
-	 * "<string>", a FIFO or a device. */
-	struct stat st;
-	FILE *fp = NULL;
-	if (path[0] && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < MAX_SOURCE_SIZE &&
-	    (fp = fopen(path, "rb"))) {
-		sf->text = malloc((size_t)st.st_size + 1);
-		if (sf->text) {
-			sf->len = fread(sf->text, 1, (size_t)st.st_size, fp);
-			sf->text[sf->len] = 0;
-		}
-		fclose(fp);
-	}
-	return sf;
-}
-
 /* Line `line` (1-based) of the file, without leading blanks, into out. */
-static int src_line(struct src_cache *c, const char *path, uint32_t line, char *out, size_t n)
+static int src_line(struct source_cache *c, const char *path, uint32_t line, char *out, size_t n)
 {
-	const struct src_file *sf = src_get(c, path);
-	if (!sf || !sf->text || line == 0)
+	const char *p;
+	size_t len;
+	if (source_line(c, path, line, &p, &len))
 		return -1;
-	const char *p = sf->text, *end = sf->text + sf->len;
-	for (uint32_t l = 1; l < line; l++) {
-		p = memchr(p, '\n', (size_t)(end - p));
-		if (!p)
-			return -1;
-		p++;
-	}
-	while (p < end && (*p == ' ' || *p == '\t'))
-		p++;
-	const char *e = memchr(p, '\n', (size_t)(end - p));
-	size_t len = (size_t)((e ? e : end) - p);
-	while (len && (p[len - 1] == '\r' || p[len - 1] == ' '))
+	while (len && (*p == ' ' || *p == '\t'))
+		p++, len--;
+	while (len && p[len - 1] == ' ')
 		len--;
 	if (len >= n)
 		len = n - 1;
 	memcpy(out, p, len);
 	out[len] = 0;
 	return 0;
-}
-
-static void src_free(struct src_cache *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		free(c->f[i].text);
-	free(c->f);
 }
 
 /* ---- selection -------------------------------------------------------- */
@@ -337,7 +287,7 @@ static void split_width(int avail, int a, int b, int share_a, int *wa, int *wb)
 		avail = 24;
 	if (a + b <= avail) {
 		*wa = a;
-		*wb = avail - a;
+		*wb = b;
 		return;
 	}
 	int fa = avail * share_a / 100, fb = avail - fa;
@@ -368,13 +318,96 @@ static void location(char *out, size_t n, const char *file, uint32_t line, const
 		snprintf(out, n, "%s", f);
 }
 
+/* A location cut to `width` columns keeps what identifies it: the file's
+ * base name and the line, rather than the tail of a long directory. */
+static void fit_location(char *out, size_t n, const char *file, uint32_t line, const char *cwd, int width)
+{
+	location(out, n, file, line, cwd);
+	if ((int)text_width(out) <= width || !file || !*file)
+		return;
+	const char *base = strrchr(file, '/');
+	base = base && base[1] ? base + 1 : file;
+	if (line)
+		snprintf(out, n, "%s:%u", base, line);
+	else
+		snprintf(out, n, "%s", base);
+}
+
+/* ---- event columns ----------------------------------------------------- */
+
+/* With -e, every table row gets one column per recorded event (its self
+ * count) and one per derived ratio whose parts were recorded. */
+struct evcols {
+	uint32_t nev;               /* events shown: 1..nevents-1 */
+	int w[EVENTS_SHOWN_MAX];    /* width of each event's column */
+	struct ratio r[RATIOS_MAX];
+	uint32_t nr;
+	int rw[RATIOS_MAX];
+};
+
+static void evcols_init(struct evcols *c, const struct profile *p, const struct agg_row *const *rows, uint32_t n)
+{
+	memset(c, 0, sizeof(*c));
+	c->nev = p->nevents > 1 ? p->nevents - 1 : 0;
+	if (c->nev > EVENTS_SHOWN_MAX)
+		c->nev = EVENTS_SHOWN_MAX;
+	for (uint32_t e = 0; e < c->nev; e++) {
+		uint64_t max = 0;
+		for (uint32_t i = 0; i < n; i++)
+			max = rows[i]->self[e + 1] > max ? rows[i]->self[e + 1] : max;
+		int w = (int)strlen(p->event_names[e + 1]);
+		c->w[e] = digits(max) > w ? digits(max) : w;
+	}
+	c->nr = profile_ratios(p, c->r);
+	for (uint32_t i = 0; i < c->nr; i++) {
+		int w = (int)strlen(c->r[i].label);
+		c->rw[i] = w > 6 ? w : 6;
+	}
+}
+
+static int evcols_width(const struct evcols *c)
+{
+	int w = 0;
+	for (uint32_t e = 0; e < c->nev; e++)
+		w += c->w[e] + 2;
+	for (uint32_t i = 0; i < c->nr; i++)
+		w += c->rw[i] + 2;
+	return w;
+}
+
+static void evcols_head(const struct evcols *c, const struct profile *p)
+{
+	for (uint32_t e = 0; e < c->nev; e++)
+		printf("%*s  ", c->w[e], p->event_names[e + 1]);
+	for (uint32_t i = 0; i < c->nr; i++)
+		printf("%*s  ", c->rw[i], c->r[i].label);
+}
+
+static void evcols_row(const struct evcols *c, const uint64_t *v)
+{
+	for (uint32_t e = 0; e < c->nev; e++)
+		printf("%*" PRIu64 "  ", c->w[e], v[e + 1]);
+	for (uint32_t i = 0; i < c->nr; i++) {
+		double r = ratio_value(&c->r[i], v);
+		if (r < 0)
+			printf("%*s  ", c->rw[i], "-");
+		else if (c->r[i].percent)
+			printf("%*.1f%%  ", c->rw[i] - 1, 100.0 * r);
+		else
+			printf("%*.2f  ", c->rw[i], r);
+	}
+}
+
 static void print_functions(const struct profile *p, const struct agg *a, const struct report_opts *o, int width,
 			    const char *cwd)
 {
 	uint32_t rows = a->nfuncs;
 	if (o->limit && rows > (uint32_t)o->limit)
 		rows = (uint32_t)o->limit;
-	printf("\nHottest functions (by %s)\n", o->by_total ? "total" : "self");
+	if (o->event)
+		printf("\nHottest functions (by %s %s)\n", o->by_total ? "total" : "self", p->event_names[o->event]);
+	else
+		printf("\nHottest functions (by %s)\n", o->by_total ? "total" : "self");
 	if (!rows) {
 		printf("  (no samples)\n");
 		return;
@@ -394,13 +427,20 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		nw_loc = ll > nw_loc ? ll : nw_loc;
 	}
 	int nw = digits(max) > 5 ? digits(max) : 5;
-	/* self% self total% total function file:line kind */
-	int fixed = 7 + 1 + nw + 2 + 7 + 1 + nw + 2 + 2 + 2 + 6;
+	const struct agg_row **sel = malloc(rows * sizeof(*sel));
+	if (!sel)
+		return;
+	for (uint32_t i = 0; i < rows; i++)
+		sel[i] = &a->funcs[i];
+	struct evcols ec;
+	evcols_init(&ec, p, sel, rows);
+	free(sel);
+	/* self% self total% total [events ratios] function file:line kind */
+	int fixed = 7 + 1 + nw + 2 + 7 + 1 + nw + 2 + 2 + 2 + 6 + evcols_width(&ec);
 	int wf, wl;
 	split_width(width - fixed, nw_name, nw_loc, 55, &wf, &wl);
-	if (wf > nw_name)
-		wf = nw_name, wl = wl < nw_loc ? wl : nw_loc;
 	printf("%7s %*s  %7s %*s  ", "self%", nw, "self", "total%", nw, "total");
+	evcols_head(&ec, p);
 	put_cell("function", (size_t)wf, 0, 0);
 	printf("  ");
 	put_cell("file:line", (size_t)wl, 0, 0);
@@ -410,18 +450,23 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		const struct pfunc *f = &p->funcs[r->func];
 		printf("%6.1f%% %*" PRIu64 "  %6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0],
 		       pct(r->total[0], a->totals[0]), nw, r->total[0]);
+		evcols_row(&ec, r->self);
 		put_cell(f->name, (size_t)wf, 1, 0);
 		printf("  ");
-		location(loc, sizeof(loc), f->file, f->line, cwd);
+		fit_location(loc, sizeof(loc), f->file, f->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  %s\n", pkind_name(f->kind));
 	}
 }
 
-/* Line rows by self cost, whatever --sort says: this table is "self". */
-static int line_self_cmp(const void *x, const void *y)
+/* Line rows by self cost (of the --event chosen), whatever --sort says:
+ * this table is "self". */
+static int line_self_cmp(const void *x, const void *y, void *ctx)
 {
 	const struct agg_row *a = *(const struct agg_row *const *)x, *b = *(const struct agg_row *const *)y;
+	uint32_t e = *(const uint32_t *)ctx;
+	if (a->self[e] != b->self[e])
+		return a->self[e] > b->self[e] ? -1 : 1;
 	if (a->self[0] != b->self[0])
 		return a->self[0] > b->self[0] ? -1 : 1;
 	if (a->total[0] != b->total[0])
@@ -432,7 +477,7 @@ static int line_self_cmp(const void *x, const void *y)
 }
 
 static void print_lines(const struct profile *p, const struct agg *a, const struct report_opts *o, int width,
-			const char *cwd, struct src_cache *sc)
+			const char *cwd, struct source_cache *sc)
 {
 	/* Only lines that were executing (self > 0) are "hot lines". */
 	uint32_t rows = 0;
@@ -440,12 +485,16 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 	if (!sel)
 		return;
 	for (uint32_t i = 0; i < a->nlines; i++)
-		if (a->lines[i].self[0])
+		if (a->lines[i].self[0] || a->lines[i].self[o->event])
 			sel[rows++] = &a->lines[i];
-	qsort(sel, rows, sizeof(*sel), line_self_cmp);
+	uint32_t ev = o->event;
+	qsort_r(sel, rows, sizeof(*sel), line_self_cmp, &ev);
 	if (o->limit && rows > (uint32_t)o->limit)
 		rows = (uint32_t)o->limit;
-	printf("\nHottest lines (self)\n");
+	if (o->event)
+		printf("\nHottest lines (self %s)\n", p->event_names[o->event]);
+	else
+		printf("\nHottest lines (self)\n");
 	if (!rows) {
 		printf("  (no samples)\n");
 		free(sel);
@@ -465,20 +514,19 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		nw_fn = fl > nw_fn ? fl : nw_fn;
 	}
 	int nw = digits(max) > 5 ? digits(max) : 5;
-	/* self% self file:line function source; the source text takes what
-	 * is left, at least 16 columns when the terminal allows. */
-	int fixed = 7 + 1 + nw + 2 + 2 + 2;
+	struct evcols ec;
+	evcols_init(&ec, p, sel, rows);
+	/* self% self [events ratios] file:line function source; the source
+	 * text takes what is left, at least 16 columns when the terminal allows. */
+	int fixed = 7 + 1 + nw + 2 + 2 + 2 + evcols_width(&ec);
 	int avail = width - fixed - 16;
 	int wl, wf;
 	split_width(avail, nw_loc, nw_fn, 55, &wl, &wf);
-	if (wf > nw_fn)
-		wf = nw_fn;
-	if (wl > nw_loc)
-		wl = nw_loc;
 	int ws = width - fixed - wl - wf;
 	if (ws < 10)
 		ws = 10;
 	printf("%7s %*s  ", "self%", nw, "self");
+	evcols_head(&ec, p);
 	put_cell("file:line", (size_t)wl, 0, 0);
 	printf("  ");
 	put_cell("function", (size_t)wf, 0, 0);
@@ -488,7 +536,8 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		const struct agg_row *r = sel[k];
 		const struct pfunc *f = &p->funcs[r->func];
 		printf("%6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0]);
-		location(loc, sizeof(loc), f->file, r->line, cwd);
+		evcols_row(&ec, r->self);
+		fit_location(loc, sizeof(loc), f->file, r->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  ");
 		int has_src = f->kind == PK_PYTHON && src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
@@ -602,9 +651,24 @@ static void print_header(const struct profile *p, const struct agg *a, const str
 			printf(" non-idle");
 		printf(")");
 	}
-	printf(" in %.2f s, %s mode at %u Hz, %u process%s, %u thread%s, %" PRIu64 " dropped\n", duration_s(p),
-	       p->mode == MODE_WALL ? "wall" : "cpu", p->rate_hz, nprocs, nprocs == 1 ? "" : "es", nthreads,
-	       nthreads == 1 ? "" : "s", p->dropped);
+	const struct pevent_info *lead = p->nevents > 1 ? &p->event_info[1] : NULL;
+	if (lead && lead->known && (lead->flags & EVD_SAMPLING))
+		printf(" in %.2f s, one every %" PRIu64 " %s%s, %u process%s, %u thread%s, %" PRIu64 " dropped\n",
+		       duration_s(p), lead->period, lead->flags & EVD_CLOCK ? "ns of " : "", p->event_names[1], nprocs,
+		       nprocs == 1 ? "" : "es", nthreads, nthreads == 1 ? "" : "s", p->dropped);
+	else
+		printf(" in %.2f s, %s mode at %u Hz, %u process%s, %u thread%s, %" PRIu64 " dropped\n",
+		       duration_s(p), p->mode == MODE_WALL ? "wall" : "cpu", p->rate_hz, nprocs, nprocs == 1 ? "" : "es",
+		       nthreads, nthreads == 1 ? "" : "s", p->dropped);
+	if (p->nevents > 1) {
+		printf("Events:");
+		for (uint32_t e = 1; e < p->nevents; e++) {
+			const struct pevent_info *in = &p->event_info[e];
+			printf("%s %s %" PRIu64 "%s%s", e > 1 ? "," : "", p->event_names[e], a->totals[e],
+			       in->flags & EVD_CLOCK ? " ns" : "", in->flags & EVD_USER_ONLY ? " (user space only)" : "");
+		}
+		printf("\n");
+	}
 }
 
 static void report_text(const struct profile *p, const struct agg *a, const struct report_opts *o)
@@ -613,16 +677,51 @@ static void report_text(const struct profile *p, const struct agg *a, const stru
 	char cwd[4096];
 	if (!getcwd(cwd, sizeof(cwd)))
 		cwd[0] = 0;
-	struct src_cache sc = { 0 };
+	struct source_cache *sc = source_cache_new();
 	print_header(p, a, o, width);
 	print_functions(p, a, o, width, cwd);
-	print_lines(p, a, o, width, cwd, &sc);
+	if (sc)
+		print_lines(p, a, o, width, cwd, sc);
 	print_threads(p, a, o, width);
 	print_processes(p, a, o, width);
-	src_free(&sc);
+	source_cache_free(sc);
 }
 
 /* ---- JSON -------------------------------------------------------------- */
+
+/* "events": {name: {self, total}} and "ratios": {key: value} of one row:
+ * `self` and `total` of the row stay the sample counts. */
+static void json_row_events(const struct profile *p, const struct agg_row *r, const struct ratio *rt, uint32_t nr,
+			    struct json *j)
+{
+	if (p->nevents < 2)
+		return;
+	json_key(j, "events");
+	json_object_begin(j);
+	for (uint32_t e = 1; e < p->nevents; e++) {
+		json_key(j, p->event_names[e]);
+		json_object_begin(j);
+		json_key(j, "self");
+		json_uint(j, r->self[e]);
+		json_key(j, "total");
+		json_uint(j, r->total[e]);
+		json_object_end(j);
+	}
+	json_object_end(j);
+	if (!nr)
+		return;
+	json_key(j, "ratios");
+	json_object_begin(j);
+	for (uint32_t i = 0; i < nr; i++) {
+		double v = ratio_value(&rt[i], r->self);
+		json_key(j, rt[i].key);
+		if (v < 0)
+			json_null(j);
+		else
+			json_double(j, v);
+	}
+	json_object_end(j);
+}
 
 static void report_json(const struct profile *p, const struct agg *a, const struct report_opts *o, struct json *j)
 {
@@ -653,6 +752,52 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 	json_bool(j, p->truncated);
 	json_key(j, "total_samples");
 	json_uint(j, p->totals[0]);
+	/* The events recorded with -e (the first drove sampling), their
+	 * totals over the samples shown, and the ratios derived from them. */
+	json_key(j, "events");
+	json_array_begin(j);
+	for (uint32_t e = 1; e < p->nevents; e++) {
+		const struct pevent_info *in = &p->event_info[e];
+		json_object_begin(j);
+		json_key(j, "name");
+		json_string(j, p->event_names[e]);
+		json_key(j, "total");
+		json_uint(j, a->totals[e]);
+		json_key(j, "sampling");
+		json_bool(j, e == 1);
+		json_key(j, "period");
+		if (in->known && in->period)
+			json_uint(j, in->period);
+		else
+			json_null(j);
+		json_key(j, "unit");
+		json_string(j, in->flags & EVD_CLOCK ? "ns" : "count");
+		json_key(j, "user_only");
+		json_bool(j, (in->flags & EVD_USER_ONLY) != 0);
+		json_object_end(j);
+	}
+	json_array_end(j);
+	struct ratio rt[RATIOS_MAX];
+	uint32_t nr = profile_ratios(p, rt);
+	json_key(j, "ratios");
+	json_array_begin(j);
+	for (uint32_t i = 0; i < nr; i++) {
+		json_object_begin(j);
+		json_key(j, "name");
+		json_string(j, rt[i].key);
+		json_key(j, "numerator");
+		json_string(j, p->event_names[rt[i].num]);
+		json_key(j, "denominator");
+		json_string(j, p->event_names[rt[i].den]);
+		json_key(j, "value");
+		double v = ratio_value(&rt[i], a->totals);
+		if (v < 0)
+			json_null(j);
+		else
+			json_double(j, v);
+		json_object_end(j);
+	}
+	json_array_end(j);
 	json_key(j, "filter");
 	json_object_begin(j);
 	json_key(j, "pid");
@@ -750,6 +895,7 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 		json_uint(j, r->self[0]);
 		json_key(j, "total");
 		json_uint(j, r->total[0]);
+		json_row_events(p, r, rt, nr, j);
 		json_object_end(j);
 	}
 	json_array_end(j);
@@ -775,6 +921,7 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 		json_uint(j, r->self[0]);
 		json_key(j, "total");
 		json_uint(j, r->total[0]);
+		json_row_events(p, r, rt, nr, j);
 		json_object_end(j);
 	}
 	json_array_end(j);
@@ -801,6 +948,7 @@ int cmd_report(int argc, char **argv)
 		{ "json", no_argument, 0, 'j' },
 		{ "limit", required_argument, 0, 'n' },
 		{ "sort", required_argument, 0, 's' },
+		{ "event", required_argument, 0, 'e' },
 		{ "pid", required_argument, 0, 'p' },
 		{ "tid", required_argument, 0, 't' },
 		{ "no-idle", no_argument, 0, 'I' },
@@ -809,7 +957,7 @@ int cmd_report(int argc, char **argv)
 	};
 	int c;
 	uint32_t v;
-	while ((c = getopt_long(argc, argv, "n:s:p:t:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:e:p:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			o.json = 1;
@@ -846,6 +994,9 @@ int cmd_report(int argc, char **argv)
 		case 'I':
 			o.no_idle = 1;
 			break;
+		case 'e':
+			o.event_name = optarg;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -870,15 +1021,24 @@ int cmd_report(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		warnf("%s: %s", o.path, p->warnings[i]);
+	if (o.event_name) {
+		for (o.event = 0; o.event < p->nevents && strcmp(p->event_names[o.event], o.event_name); o.event++)
+			;
+		if (o.event == p->nevents) {
+			errorf("%s: the profile has no event '%s'", o.path, o.event_name);
+			profile_free(p);
+			return 1;
+		}
+	}
 	struct agg_filter f = { .pid = o.pid, .tid = o.tid, .exclude_idle = o.no_idle };
-	struct agg *a = profile_aggregate(p, &f, 0);
+	struct agg *a = profile_aggregate(p, &f, o.event);
 	if (!a) {
 		errorf("%s: out of memory", o.path);
 		profile_free(p);
 		return 1;
 	}
 	if (o.by_total)
-		agg_sort(a, 0, 1);
+		agg_sort(a, o.event, 1);
 	if ((o.pid || o.tid) && a->nsamples == 0) {
 		int known = 0;
 		for (uint32_t t = 0; t < p->nthreads; t++)

@@ -11,6 +11,7 @@
 
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_annotate(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
@@ -25,6 +26,13 @@ int convert_event(const struct profile *p, const char *name, uint32_t *event);
 int convert_to(const struct profile *p, const struct exporter *ex, const char *out_path,
 	       const struct export_opts *o);
 void convert_usage(FILE *out);
+
+/* `strata record -e` (record-events.c): parses and checks the event list
+ * on this machine, printing a one-line error; on success fills the agent's
+ * '+'-joined list and the sampling period. */
+int record_events_setup(const char *list, const char *period_arg, unsigned rate_hz, int rate_given, int mode,
+			char *out_events, size_t out_len, uint64_t *period, int *clock);
+void record_events_list(FILE *out);
 
 /* Shared helpers (main.c). */
 void die_usage(const char *usage) __attribute__((noreturn));

@@ -181,6 +181,14 @@ const char *rec_type_name(uint64_t t)
 	return "unknown";
 }
 
+int rec_type_known(uint64_t t)
+{
+	if (t == 0 || t > REC_TYPE_MAX_KNOWN)
+		return 0;
+	/* Reserved for the JIT capability, not decoded by this build yet. */
+	return t != REC_JIT_IMAGE && t != REC_JIT_UNLOAD && t != REC_PERFMAP;
+}
+
 /* ---- record framing --------------------------------------------------- */
 
 void rec_put_raw(struct wbuf *b, uint32_t type, const void *body, size_t len)
@@ -694,6 +702,40 @@ int rec_get_module(struct rbuf *b, struct rec_module *r)
 	r->image = dup_bytes(b, &r->image_len);
 	if (b->err || r->end < r->start || !r->path) {
 		rec_free_module(r);
+		return -1;
+	}
+	return 0;
+}
+
+void rec_put_event_desc(struct wbuf *b, const struct rec_event_desc *r)
+{
+	BODY_BEGIN(b);
+	wbuf_uv(o, r->index);
+	wbuf_str(o, r->name);
+	wbuf_uv(o, r->type);
+	wbuf_uv(o, r->config);
+	wbuf_uv(o, r->period);
+	wbuf_uv(o, r->flags);
+	BODY_END(b, REC_EVENT_DESC);
+}
+
+void rec_free_event_desc(struct rec_event_desc *r)
+{
+	free(r->name);
+	memset(r, 0, sizeof(*r));
+}
+
+int rec_get_event_desc(struct rbuf *b, struct rec_event_desc *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->index = get_u32(b);
+	r->name = rbuf_strdup(b);
+	r->type = get_u32(b);
+	r->config = rbuf_uv(b);
+	r->period = rbuf_uv(b);
+	r->flags = get_u32(b);
+	if (b->err || !r->name) {
+		rec_free_event_desc(r);
 		return -1;
 	}
 	return 0;

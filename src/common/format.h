@@ -104,9 +104,13 @@ enum rec_type {
 	REC_PERFMAP = 15,     /* /tmp/perf-PID.map entries */
 	REC_EVENT_DESC = 16,  /* details of a recorded perf event */
 	REC_CONTROL = 17,     /* sampling paused / resumed */
-	REC_TYPE_MAX_KNOWN = 12, /* highest type this build decodes (bump as types land) */
+	REC_TYPE_MAX_KNOWN = 16, /* highest type this build decodes (bump as types land) */
 };
 const char *rec_type_name(uint64_t type);
+/* Whether this build decodes records of `type`: every type up to
+ * REC_TYPE_MAX_KNOWN except the reserved ones not handled yet, which a
+ * reader skips and names like a newer version's. */
+int rec_type_known(uint64_t type);
 
 enum prof_mode { MODE_CPU = 0, MODE_WALL = 1 };
 enum trigger_kind {
@@ -141,6 +145,8 @@ enum stack_flags {
 	STACK_PY_FAULT = 1 << 1,         /* walking the Python frames faulted: partial */
 	STACK_NATIVE_TRUNCATED = 1 << 2, /* native depth cap hit */
 	STACK_NATIVE_FAILED = 1 << 3,    /* native unwinding stopped early */
+	STACK_PY_STARTUP = 1 << 4,       /* no Python frames: the interpreter was starting */
+	STACK_PY_SHUTDOWN = 1 << 5,      /* no Python frames: the interpreter was shutting down */
 };
 enum pyframe_flags {
 	PYF_ENTRY = 1 << 0, /* frame entered from C (one C-level eval activation starts here) */
@@ -269,6 +275,24 @@ struct rec_module {
 	size_t image_len;
 };
 
+enum event_desc_flags {
+	EVD_SAMPLING = 1 << 0,  /* drives sampling: a sample every `period` occurrences per thread */
+	EVD_USER_ONLY = 1 << 1, /* counted in user space only (perf_event_paranoid) */
+	EVD_CLOCK = 1 << 2,     /* counts nanoseconds (cpu-clock, task-clock) */
+};
+
+/* One event recorded with -e, written by each process after REC_PROCESS:
+ * `index` is its position in the events list, which is also the position
+ * of its value in every SAMPLE's counters. */
+struct rec_event_desc {
+	uint32_t index;
+	char *name;             /* as perf spells it: "cycles", "page-faults", "r01c2" */
+	uint32_t type;          /* perf_event_attr.type (PERF_TYPE_*) */
+	uint64_t config;        /* perf_event_attr.config */
+	uint64_t period;        /* sampling period in occurrences (ns for clocks); 0 = counted only */
+	uint32_t flags;         /* EVD_* */
+};
+
 /* Encoders append one whole record (type, length, body) to `b`. */
 void rec_put_session(struct wbuf *b, const struct rec_session *r);
 void rec_put_session_end(struct wbuf *b, const struct rec_session_end *r);
@@ -282,6 +306,7 @@ void rec_put_stack(struct wbuf *b, const struct rec_stack *r);
 void rec_put_sample(struct wbuf *b, const struct rec_sample *r);
 void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r);
 void rec_put_module(struct wbuf *b, const struct rec_module *r);
+void rec_put_event_desc(struct wbuf *b, const struct rec_event_desc *r);
 /* Generic framing for record types encoded elsewhere: appends type, length and body. */
 void rec_put_raw(struct wbuf *b, uint32_t type, const void *body, size_t len);
 
@@ -304,6 +329,7 @@ int rec_get_stack(struct rbuf *b, struct rec_stack *r);
 int rec_get_sample(struct rbuf *b, struct rec_sample *r);
 int rec_get_dropped(struct rbuf *b, struct rec_dropped *r);
 int rec_get_module(struct rbuf *b, struct rec_module *r);
+int rec_get_event_desc(struct rbuf *b, struct rec_event_desc *r);
 
 void rec_free_session(struct rec_session *r);
 void rec_free_process(struct rec_process *r);
@@ -312,5 +338,6 @@ void rec_free_thread_name(struct rec_thread_name *r);
 void rec_free_code(struct rec_code *r);
 void rec_free_stack(struct rec_stack *r);
 void rec_free_module(struct rec_module *r);
+void rec_free_event_desc(struct rec_event_desc *r);
 
 #endif

@@ -55,7 +55,7 @@ int export_collapsed(const struct profile *p, FILE *out, const struct export_opt
 		for (uint32_t d = depth; d-- > 0;) {
 			uint32_t f = path[d];
 			if (!label[f]) {
-				char buf[1024];
+				char buf[4096];
 				frame_label(p, f, 0, buf, sizeof(buf));
 				escape(buf);
 				if (!(label[f] = strdup(buf))) {

@@ -25,4 +25,9 @@ size_t frame_label(const struct profile *p, uint32_t f, int flags, char *buf, si
 /* The file basename of a path ("" stays ""). */
 const char *path_base(const char *path);
 
+/* The object Python code runs in, for formats that name one (callgrind's
+ * ob=, pprof's mappings): the profiled processes' executable when they all
+ * ran the same one, else "python". */
+const char *python_object(const struct profile *p);
+
 #endif

@@ -9,13 +9,29 @@
 #include "export.h"
 
 int export_collapsed(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
+int export_callgrind(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
+int export_pprof(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 
 static const struct exporter collapsed = {
 	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed,
 };
 
+static const struct exporter callgrind = {
+	"callgrind", ".callgrind", "KCachegrind, QCachegrind, callgrind_annotate", 0, export_callgrind,
+};
+
+static const struct exporter pprof = {
+	"pprof", ".pb.gz", "go tool pprof, Pyroscope, Parca (gzipped profile.proto)", 1, export_pprof,
+};
+
+/* Web and flame graph formats: each file defines its exporter. */
+extern const struct exporter speedscope_exporter, chrome_exporter, gecko_exporter, html_exporter, svg_exporter;
+
 const struct exporter *const exporters[] = {
+	&callgrind,
+	&pprof,
 	&collapsed,
+	&speedscope_exporter, &chrome_exporter, &gecko_exporter, &html_exporter, &svg_exporter,
 	NULL,
 };
 

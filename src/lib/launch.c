@@ -101,6 +101,14 @@ int profile_create(const struct launch_opts *o, struct launch *l, char *err, siz
 
 	char host[256] = "";
 	gethostname(host, sizeof(host) - 1);
+	/* The events, split back out of the agent's '+'-joined form. */
+	char evbuf[512] = "", *evnames[16];
+	uint32_t nev = 0;
+	if (o->events && *o->events) {
+		snprintf(evbuf, sizeof(evbuf), "%s", o->events);
+		for (char *save = NULL, *t = strtok_r(evbuf, "+", &save); t && nev < 16; t = strtok_r(NULL, "+", &save))
+			evnames[nev++] = t;
+	}
 	struct rec_session s = {
 		.strata_version = STRATA_VERSION,
 		.start_realtime_ns = fh.created_ns,
@@ -109,6 +117,8 @@ int profile_create(const struct launch_opts *o, struct launch *l, char *err, siz
 		.argv = o->argv,
 		.mode = (uint32_t)o->mode,
 		.rate_hz = o->rate_hz,
+		.nevents = nev,
+		.events = evnames,
 		.hostname = host,
 	};
 	struct wbuf recs;
@@ -153,9 +163,12 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 		snprintf(preload, sizeof(preload), "%s:%s", agent, old);
 	else
 		snprintf(preload, sizeof(preload), "%s", agent);
-	char opts[256];
-	snprintf(opts, sizeof(opts), "mode=%s,rate=%u,depth=%u,paused=%d,native=%d",
-		 o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
+	char opts[1024];
+	int ol = snprintf(opts, sizeof(opts), "mode=%s,rate=%u,depth=%u,paused=%d,native=%d",
+			  o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
+	if (o->events && *o->events && ol > 0 && (size_t)ol < sizeof(opts))
+		snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",events=%s,period=%llu", o->events,
+			 (unsigned long long)o->event_period);
 
 	/* The child reports a failed exec through a close-on-exec pipe: EOF
 	 * means the exec succeeded. */

@@ -18,6 +18,10 @@ struct launch_opts {
 	unsigned max_depth;
 	int paused;
 	int native;               /* --native: native stacks too */
+	/* -e: event names joined with '+' (NULL: sample by CPU time) and the
+	 * first event's sampling period; the session record lists the names. */
+	const char *events;
+	uint64_t event_period;
 	char **argv;             /* command to run */
 	int argc;
 };

@@ -317,7 +317,8 @@ static int set_events(struct profile *p, uint32_t n, char **names)
 		n = STRATA_MAX_COUNTERS;
 	char **ev = calloc(n + 1, sizeof(*ev));
 	uint64_t *tot = calloc(n + 1, sizeof(*tot));
-	if (!ev || !tot)
+	struct pevent_info *info = calloc(n + 1, sizeof(*info));
+	if (!ev || !tot || !info)
 		goto oom;
 	ev[0] = strdup("samples");
 	if (!ev[0])
@@ -329,8 +330,10 @@ static int set_events(struct profile *p, uint32_t n, char **names)
 		free(p->event_names[i]);
 	free(p->event_names);
 	free(p->totals);
+	free(p->event_info);
 	p->event_names = ev;
 	p->totals = tot;
+	p->event_info = info;
 	p->nevents = n + 1;
 	return 0;
 oom:
@@ -339,8 +342,32 @@ oom:
 			free(ev[i]);
 	free(ev);
 	free(tot);
+	free(info);
 	p->in->oom = 1;
 	return -1;
+}
+
+/* The first description of each event wins: every process of a recording
+ * opens the same events, and a process that had to count in user space
+ * only says so in its own record. */
+static void on_event_desc(struct profile *p, struct rbuf *body)
+{
+	struct rec_event_desc d;
+	if (rec_get_event_desc(body, &d)) {
+		p->in->bad_bodies++;
+		return;
+	}
+	uint32_t e = d.index + 1;
+	if (d.index < p->nevents - 1 && !strcmp(p->event_names[e], d.name)) {
+		struct pevent_info *in = &p->event_info[e];
+		if (!in->known) {
+			*in = (struct pevent_info){ .known = 1, .type = d.type, .config = d.config, .period = d.period,
+						    .flags = d.flags };
+		} else {
+			in->flags |= d.flags & EVD_USER_ONLY;
+		}
+	}
+	rec_free_event_desc(&d);
 }
 
 /* ---- records ---------------------------------------------------------- */
@@ -669,6 +696,7 @@ static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct 
 	case REC_STACK: on_stack(p, st, body); break;
 	case REC_SAMPLE: on_sample(p, st, rs, body); break;
 	case REC_DROPPED: on_dropped(p, st, rs, body); break;
+	case REC_EVENT_DESC: on_event_desc(p, body); break;
 	default: break; /* known to the reader but not used by the model yet */
 	}
 	return in->oom ? 1 : 0;
@@ -850,6 +878,7 @@ void profile_free(struct profile *p)
 		free(p->event_names[i]);
 	free(p->event_names);
 	free(p->totals);
+	free(p->event_info);
 	free(p->funcs);
 	free(p->frames);
 	free(p->nodes);

@@ -21,6 +21,8 @@
  *
  * Synthetic frames (kind PK_OTHER) stand for what is not a real frame:
  * "[truncated: N frames]" at the root of a stack cut by the depth cap,
+ * "[interpreter startup]" / "[interpreter shutdown]" for a sample taken
+ * before the interpreter ran any Python code or after it began finalizing,
  * "[no Python frame]" for a sample taken while the thread ran no Python
  * code (interpreter start-up, a non-Python thread), "[unreadable frames]"
  * when the agent could not read the stack (at the root of a partial one).
@@ -94,6 +96,16 @@ struct pprocess {
 	int end_reason;      /* enum process_end_reason, when ended */
 };
 
+/* What the recording says about one event (REC_EVENT_DESC). Event 0,
+ * "samples", has none; an event whose description was lost has known = 0. */
+struct pevent_info {
+	int known;
+	uint32_t type;       /* perf_event_attr.type and config */
+	uint64_t config;
+	uint64_t period;     /* sampling period in occurrences (ns for clocks); 0 = counted */
+	uint32_t flags;      /* EVD_*: sampling, user space only, clock */
+};
+
 struct profile {
 	/* session */
 	char *command;          /* the command strata ran */
@@ -114,6 +126,7 @@ struct profile {
 	uint32_t nevents;
 	char **event_names;
 	uint64_t *totals;           /* nevents: sum over all samples */
+	struct pevent_info *event_info; /* nevents */
 
 	struct pfunc *funcs;
 	uint32_t nfuncs;

@@ -190,7 +190,7 @@ static int deliver(struct reader *r, struct reader_stream *s, reader_record_fn f
 	int rc;
 	while ((rc = rec_next(&payload, &type, &body)) == 1) {
 		learn_pid(s, type, &body);
-		if (type > REC_TYPE_MAX_KNOWN || type == 0) {
+		if (!rec_type_known(type)) {
 			note_unknown(r, type);
 			continue;
 		}

@@ -48,6 +48,11 @@ static uint32_t py_frame(struct profile *p, uint32_t st, const struct rec_pyfram
 		return fr;
 	const struct pcode *pc = &in->codes[c];
 	int32_t line = linetable_line(&pc->lt, f->lasti);
+	/* A few instructions have no line (3.11+: the clean-up at the end of
+	 * an except block): CPython says f_lineno is None there. The sample
+	 * is real, so it goes to the function's own line, not to "line 0". */
+	if (line <= 0)
+		line = (int32_t)p->funcs[pc->func].line;
 	fr = profile_intern_frame(p, pc->func, line > 0 ? (uint32_t)line : 0, 0);
 	if (fr != PNONE && u64map_put(&in->pyframe_map, key, fr))
 		in->oom = 1;
@@ -116,8 +121,10 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 	}
 	uint32_t *fr = in->scratch, n = 0;
 	if (r->npy == 0) {
-		fr[n++] = profile_marker_frame(p, r->flags & STACK_PY_FAULT ? "[unreadable frames]"
-									    : "[no Python frame]");
+		fr[n++] = profile_marker_frame(p, r->flags & STACK_PY_FAULT      ? "[unreadable frames]"
+						  : r->flags & STACK_PY_STARTUP  ? "[interpreter startup]"
+						  : r->flags & STACK_PY_SHUTDOWN ? "[interpreter shutdown]"
+										 : "[no Python frame]");
 	} else {
 		if (r->flags & STACK_PY_TRUNCATED) {
 			/* The depth cap kept the innermost frames: mark the cut

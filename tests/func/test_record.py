@@ -326,3 +326,17 @@ def test_report_truncated_and_corrupt(good_file, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "damaged" in proc.stderr
     assert json.loads(proc.stdout)["samples"] > 0
+
+
+def test_own_sigterm_handler_interrupts_blocking_read(python, tmp_path):
+    """The program's SIGTERM handler must run while it is blocked in read():
+    the agent must not keep SIGTERM with SA_RESTART once the program has its
+    own handler."""
+    out = tmp_path / "t.strata"
+    p = subprocess.Popen([str(STRATA), "record", "-q", "-o", str(out), "--", str(python.exe),
+                          str(PROGRAMS / "term_handler.py")], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    child = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    assert child
+    os.kill(int(child[0]), signal.SIGTERM)
+    assert p.wait(timeout=30) == 9

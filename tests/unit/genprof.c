@@ -3,6 +3,7 @@
  * encoders, and times loading + aggregating one (make bench-load).
  *
  *   genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random]
+ *                               [--locality N]
  *   genprof --time FILE
  *
  * The profile looks like the agent's output: one process, several threads,
@@ -13,6 +14,12 @@
  * prefixes as real ones do. Adversarial variants: --random picks every
  * frame (function and offset) at random, so no two stacks share a prefix;
  * --stacks 0 makes every sample a new stack.
+ *
+ * By default every sample draws its stack independently, which no program
+ * does: a thread's consecutive samples mostly repeat its stack. Timeline
+ * formats (chrome) pay per stack change, so --locality N keeps each
+ * thread's stack for runs of about N samples (a new draw with probability
+ * 1/N per sample).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -62,6 +69,7 @@ static void make_linetable(uint8_t *t)
 }
 
 static int random_frames;
+static unsigned locality; /* mean run of a thread's stack, 0 = independent */
 
 #define CALLEES 4
 
@@ -132,9 +140,14 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 	uint32_t next_stack = 0;
 	for (uint32_t i = 0; i < nstacks; i++)
 		put_stack(&s, next_stack++, funcs, py);
+	uint32_t cur[256] = { 0 };
+	int have[256] = { 0 };
 	for (uint64_t i = 0; i < n; i++) {
 		uint32_t st;
-		if (nstacks == 0) {
+		uint32_t t = (uint32_t)(next() % threads) & 255;
+		if (locality && have[t] && next() % locality != 0) {
+			st = cur[t];
+		} else if (nstacks == 0) {
 			put_stack(&s, next_stack, funcs, py);
 			st = next_stack++;
 		} else {
@@ -143,7 +156,9 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 			uint64_t m = a < b ? a : b;
 			st = (uint32_t)(m * m / nstacks);
 		}
-		struct rec_sample smp = { .tid = 4000 + (uint32_t)(next() % threads),
+		cur[t] = st;
+		have[t] = 1;
+		struct rec_sample smp = { .tid = 4000 + t,
 					  .dt_ns = 900000 + (int64_t)(next() % 200000), .stack = st, .weight = 1 };
 		rec_put_sample(&s.recs, &smp);
 		if (s.recs.len > (256u << 10) && synth_chunk(&s, stream, 0))
@@ -203,6 +218,7 @@ int main(int argc, char **argv)
 		{ "stacks", required_argument, 0, 'S' },  { "funcs", required_argument, 0, 'F' },
 		{ "threads", required_argument, 0, 'T' }, { "seed", required_argument, 0, 's' },
 		{ "time", required_argument, 0, 't' },    { "random", no_argument, 0, 'R' },
+		{ "locality", required_argument, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -212,12 +228,19 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'S': stacks = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'F': funcs = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'T': threads = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'T':
+			threads = (uint32_t)strtoul(optarg, NULL, 10);
+			if (threads < 1 || threads > 256) {
+				fprintf(stderr, "genprof: --threads must be 1..256\n");
+				return 2;
+			}
+			break;
 		case 's': rng = strtoull(optarg, NULL, 10) | 1; break;
 		case 't': timed = optarg; break;
 		case 'R': random_frames = 1; break;
+		case 'L': locality = (unsigned)strtoul(optarg, NULL, 10); break;
 		default:
-			fprintf(stderr, "usage: genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random]\n"
+			fprintf(stderr, "usage: genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random] [--locality N]\n"
 					"       genprof --time FILE\n");
 			return 2;
 		}

@@ -160,6 +160,25 @@ run 0 report "$T/flipped.strata"
 grep -q "damaged chunk" "$T/err" || fail "flipped byte: no warning: $(cat "$T/err")"
 grep -q "Hottest functions" "$T/out" || fail "flipped byte: no report"
 
+# --- strata annotate on the same files: lines, JSON, damage, errors --------
+run 0 annotate --full "$FIX"
+run 0 annotate --json "$FIX"
+python3 - "$T/out" <<'EOF' || fail "annotate JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["files"] and d["samples"] > 0
+for f in d["files"]:
+    assert f["self"] <= f["total"] <= d["samples"], f
+    for l in f["lines"]:
+        assert 0 <= l["self"] <= l["total"] <= d["samples"], l
+EOF
+run 0 annotate --json "$T/cut.strata"
+run 0 annotate --color always "$T/flipped.strata"
+run 1 annotate "$FIX" no_such_function_or_file
+one_error_line annotate-target "$FIX" "no profiled source file or function matches"
+run 1 annotate "$T/header-cut.strata"
+run 2 annotate
+
 if [ "$fails" -ne 0 ]; then
 	echo "report-cli: $fails failure(s)"
 	exit 1

@@ -7,6 +7,10 @@
 #                    $(BUILD)/asan, leak checking on
 #   make fuzz        build tests/fuzz/fuzz_reader.c with libFuzzer and run it
 #                    for FUZZ_SECONDS (default 60) over tests/fuzz/corpus
+#                    (FUZZ_JOBS=N: N parallel workers)
+#   make unit FUZZ_IN_UNIT=1   also a 20 s fuzz run; not the default, since
+#                    building the target plus the run takes about 30 s on a
+#                    2-core machine
 #   make bench-load  time loading + aggregating a synthetic 1M-sample profile
 #
 # Tests are linked against the same library objects as the CLI; the asan
@@ -33,6 +37,13 @@ ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 # Tests of agent pieces compile those sources in (the agent is a preloaded
 # library, not something the tests link against).
 test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
+
+# The exporters' tests link the exporters, built for the flavour at hand.
+UNIT_EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
+ASAN_EXPORT_OBJ = $(patsubst src/%.c,$(ASAN_DIR)/obj/%.o,$(EXPORT_SRC))
+test_export_web_EXTRA = $(if $(findstring $(ASAN_DIR)/,$@),$(ASAN_EXPORT_OBJ),$(UNIT_EXPORT_OBJ))
+$(UNIT_DIR)/test_export_web: $(UNIT_EXPORT_OBJ)
+$(ASAN_DIR)/test_export_web: $(ASAN_EXPORT_OBJ)
 
 # Sanitizer reports must fail the run, leaks included.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=86 \
@@ -62,6 +73,7 @@ define run_tests
 endef
 
 include tests/unit/native.mk
+include tests/unit/export.mk
 
 unit: $(UNIT_BINS) $(BIN)/strata unit-native
 	$(call run_tests,$(UNIT_BINS),)

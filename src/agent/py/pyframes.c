@@ -201,6 +201,18 @@ static PyThreadState *gil_holder(void) { return _PyThreadState_UncheckedGet(); }
 
 /* ===== handler context ================================================ */
 
+static int py_phase(void)
+{
+#if PY_VERSION_HEX < 0x03090000
+	if (_PyRuntime.finalizing)
+		return STRATA_PHASE_FINALIZING;
+#else
+	if (_PyRuntimeState_GetFinalizing(&_PyRuntime))
+		return STRATA_PHASE_FINALIZING;
+#endif
+	return _PyRuntime.initialized ? STRATA_PHASE_RUNNING : STRATA_PHASE_UNINITIALIZED;
+}
+
 static int py_ready(void) { return tss_ready(); }
 
 static void *py_current_tstate(void)
@@ -523,6 +535,7 @@ static const struct strata_pyapi api = {
 	.built_for = PY_VERSION,
 	.linetable_fmt = LINETABLE_FMT,
 	.ready = py_ready,
+	.phase = py_phase,
 	.current_tstate = py_current_tstate,
 	.walk = py_walk,
 	.find_tstate = py_find_tstate,
