@@ -98,16 +98,22 @@ def run_cpu(cmd, env=None):
     return ru.ru_utime + ru.ru_stime
 
 
-def profiled(python, script, args, cfg, tmp):
+def prepare(cfg, tmp):
+    """The profiled run's environment and output file."""
     out = Path(tmp) / "bench.strata"
+    if "standby" not in cfg.split(","):
+        # `strata record -- /bin/true` creates the file (header and session)
+        # and says no Python was seen; the target then appends to it like
+        # any child.
+        subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + config_args(cfg) + ["--", "/bin/true"],
+                       capture_output=True)
+    return agent_env(cfg, out), out
+
+
+def finish(cfg, out):
+    """Bytes written, samples, share of failed native unwinds."""
     if "standby" in cfg.split(","):
-        # Nothing is written: only the CPU time counts.
-        return run_cpu([python, str(script)] + args, env=agent_env(cfg, out)), 0, 0, float("nan")
-    # `strata record -- /bin/true` creates the file (header and session) and
-    # says no Python was seen; the target then appends to it like any child.
-    subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + config_args(cfg) + ["--", "/bin/true"],
-                   capture_output=True)
-    cpu = run_cpu([python, str(script)] + args, env=agent_env(cfg, out))
+        return 0, 0, float("nan")  # nothing is written
     rep = subprocess.run([str(STRATA), "report", "--json", str(out)], capture_output=True, text=True)
     if rep.returncode == 0:
         samples = json.loads(rep.stdout)["samples"]
@@ -120,7 +126,33 @@ def profiled(python, script, args, cfg, tmp):
         last = subprocess.run([str(NSTACKS), str(out)], capture_output=True, text=True).stdout.strip().splitlines()[-1]
         st = {k: int(v) for k, v in (kv.split("=") for kv in last[2:].split())}
         failed = (st["failed"] + st["truncated"]) / max(1, st["native"])
-    return cpu, out.stat().st_size, samples, failed
+    return out.stat().st_size, samples, failed
+
+
+def profiled(python, script, args, cfg, tmp):
+    env, out = prepare(cfg, tmp)
+    cpu = run_cpu([python, str(script)] + args, env=env)
+    return (cpu,) + finish(cfg, out)
+
+
+def side_by_side(python, script, args, cfg, tmp, profiled_first):
+    """Both runs at once, one per core: whatever else the machine does
+    hits them at the same moments."""
+    env, out = prepare(cfg, tmp)
+    cmd = [python, str(script)] + args
+    if profiled_first:
+        q = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    else:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        q = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    cpu = {}
+    for proc in (p, q):
+        _, status, ru = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit("%s failed: %s" % (cmd, status))
+        cpu[proc.pid] = ru.ru_utime + ru.ru_stime
+    return (cpu[p.pid], cpu[q.pid]) + finish(cfg, out)
 
 
 def main():
@@ -129,6 +161,8 @@ def main():
     ap.add_argument("--workload", default="calls", choices=sorted(WORKLOADS))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--config", action="append", help="strata options, e.g. F=1000 (repeatable)")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="run each pair at the same time (needs 2 free cores) instead of one after the other")
     a = ap.parse_args()
     configs = a.config or ["F=100", "F=1000"]
     script, args = WORKLOADS[a.workload]
@@ -141,7 +175,9 @@ def main():
             for i in range(a.runs):
                 # Alternate which of the pair runs first, so a drift in
                 # the machine's speed does not favour either side.
-                if i % 2 == 0:
+                if a.side_by_side:
+                    plain, prof, size, samples, failed = side_by_side(a.python, script, args, cfg, tmp, i % 2)
+                elif i % 2 == 0:
                     plain = run_cpu([a.python, str(script)] + args)
                     prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
                 else:
@@ -156,7 +192,8 @@ def main():
             rows.append((cfg, statistics.median(ratios), min(ratios), max(ratios), statistics.median(plains),
                          statistics.median(profs), statistics.median(bps) if bps else float("nan"),
                          statistics.median(fails)))
-    print("workload `%s`, Python %s, %d pairs per row\n" % (a.workload, version, a.runs))
+    print("workload `%s`, Python %s, %d pairs per row%s\n" % (a.workload, version, a.runs,
+                                                              ", side by side" if a.side_by_side else ""))
     print("| config | CPU ratio (median) | min | max | plain CPU s | profiled CPU s | bytes/sample "
           "| native unwind failed |")
     print("|---|---|---|---|---|---|---|---|")
