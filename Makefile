@@ -40,6 +40,8 @@ CLI_LIBS   = -lzstd -lm
 CLI_LIBS  += -ldw -lelf -lstdc++
 # -f pprof writes gzip (zlib).
 CLI_LIBS  += -lz
+# strata top's full-screen view.
+CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
@@ -60,7 +62,15 @@ $(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
 	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
 .PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions
-all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES)
+# The Python package (python -m strata, strata.profile) sits next to the
+# agent: PYTHONPATH=<prefix>/lib/strata/python.
+PYPKG_SRC = $(wildcard python/strata/*.py)
+PYPKG     = $(patsubst python/%,$(LIBDIR)/python/%,$(PYPKG_SRC))
+all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES) $(PYPKG)
+
+$(LIBDIR)/python/strata/%.py: python/strata/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(OBJ)/cli/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -68,7 +78,7 @@ $(OBJ)/cli/%.o: src/%.c
 
 $(OBJ)/agent/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -MMD -MP -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
+	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
 
 $(BIN)/strata: $(CLI_OBJ)
 	@mkdir -p $(dir $@)
@@ -124,6 +134,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/strata
 	install -m 755 $(BIN)/strata $(DESTDIR)$(PREFIX)/bin/strata
 	install -m 755 $(LIBDIR)/*.so $(DESTDIR)$(PREFIX)/lib/strata/
+	install -d $(DESTDIR)$(PREFIX)/lib/strata/python/strata
+	install -m 644 $(PYPKG) $(DESTDIR)$(PREFIX)/lib/strata/python/strata/
 
 clean:
 	rm -rf $(BUILD)

@@ -3,7 +3,7 @@
 run's, measured side by side in one run.
 
 Each configuration is compared with a plain run of the same workload,
-interleaved (plain, profiled, plain, profiled, ...) so that whatever else
+interleaved (plain, profiled, profiled, plain, ...) so that whatever else
 the machine is doing hits both alike; the ratio reported is the median of
 the per-pair ratios, with the min and max. CPU time is the target
 process's own user+system time from wait4(), which counts every thread
@@ -18,7 +18,10 @@ A configuration is a comma-separated list of `strata record` options
 without dashes: F=1000, mode=wall, native, paused, e=cpu-clock (several
 events joined with '+': e=cpu-clock+page-faults), c=PERIOD ..., or agent
 options (ncompile=0: build every unwind table at load, as before lazy
-tables).
+tables). `standby` runs the program with the agent preloaded in standby
+(STRATA_AGENT=1, no output: what a service waiting to be attached to pays);
+`paused` is an agent that records to a file with sampling stopped (strata
+record --paused).
 """
 import argparse
 import json
@@ -74,6 +77,8 @@ def agent_env(cfg, out):
             opts["paused"] = "1"
         elif k == "native":
             opts["native"] = "1"
+        elif k == "standby":
+            pass
         elif k == "e":
             opts["events"] = v
         elif k == "c":
@@ -82,6 +87,12 @@ def agent_env(cfg, out):
             extra.append(item)
     env = dict(os.environ)
     env["LD_PRELOAD"] = str(AGENT)
+    if "standby" in cfg.split(","):
+        env["STRATA_AGENT"] = "1"
+        env.pop("STRATA_OUTPUT", None)
+        opts.pop("paused")
+        env["STRATA_OPTIONS"] = ",".join("%s=%s" % kv for kv in opts.items())
+        return env
     env["STRATA_OUTPUT"] = str(out)
     env["STRATA_OPTIONS"] = ",".join("%s=%s" % kv for kv in opts.items()) + ("," + ",".join(extra) if extra else "")
     return env
@@ -95,13 +106,22 @@ def run_cpu(cmd, env=None):
     return ru.ru_utime + ru.ru_stime
 
 
-def profiled(python, script, args, cfg, tmp):
+def prepare(cfg, tmp):
+    """The profiled run's environment and output file."""
     out = Path(tmp) / "bench.strata"
-    # `strata record -- /bin/true` creates the file (header and session) and
-    # says no Python was seen; the target then appends to it like any child.
-    subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + config_args(cfg) + ["--", "/bin/true"],
-                   capture_output=True)
-    cpu = run_cpu([python, str(script)] + args, env=agent_env(cfg, out))
+    if "standby" not in cfg.split(","):
+        # `strata record -- /bin/true` creates the file (header and session)
+        # and says no Python was seen; the target then appends to it like
+        # any child.
+        subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + config_args(cfg) + ["--", "/bin/true"],
+                       capture_output=True)
+    return agent_env(cfg, out), out
+
+
+def finish(cfg, out):
+    """Bytes written, samples, share of failed native unwinds."""
+    if "standby" in cfg.split(","):
+        return 0, 0, float("nan")  # nothing is written
     rep = subprocess.run([str(STRATA), "report", "--json", str(out)], capture_output=True, text=True)
     if rep.returncode != 0:
         raise SystemExit("strata report failed: %s" % rep.stderr)
@@ -112,7 +132,33 @@ def profiled(python, script, args, cfg, tmp):
     if nat:
         # Share of samples whose native unwinding failed or was cut short.
         failed = (nat["failed"] + nat["truncated"]) / max(1, nat["samples"])
-    return cpu, out.stat().st_size, samples, failed
+    return out.stat().st_size, samples, failed
+
+
+def profiled(python, script, args, cfg, tmp):
+    env, out = prepare(cfg, tmp)
+    cpu = run_cpu([python, str(script)] + args, env=env)
+    return (cpu,) + finish(cfg, out)
+
+
+def side_by_side(python, script, args, cfg, tmp, profiled_first):
+    """Both runs at once, one per core: whatever else the machine does
+    hits them at the same moments."""
+    env, out = prepare(cfg, tmp)
+    cmd = [python, str(script)] + args
+    if profiled_first:
+        q = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    else:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        q = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    cpu = {}
+    for proc in (p, q):
+        _, status, ru = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit("%s failed: %s" % (cmd, status))
+        cpu[proc.pid] = ru.ru_utime + ru.ru_stime
+    return (cpu[p.pid], cpu[q.pid]) + finish(cfg, out)
 
 
 def main():
@@ -121,6 +167,8 @@ def main():
     ap.add_argument("--workload", default="calls", choices=sorted(WORKLOADS))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--config", action="append", help="strata options, e.g. F=1000 (repeatable)")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="run each pair at the same time (needs 2 free cores) instead of one after the other")
     a = ap.parse_args()
     configs = a.config or ["F=100", "F=1000"]
     script, args = WORKLOADS[a.workload]
@@ -130,9 +178,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for cfg in configs:
             ratios, plains, profs, bps, fails = [], [], [], [], []
-            for _ in range(a.runs):
-                plain = run_cpu([a.python, str(script)] + args)
-                prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+            for i in range(a.runs):
+                # Alternate which of the pair runs first, so a drift in
+                # the machine's speed does not favour either side.
+                if a.side_by_side:
+                    plain, prof, size, samples, failed = side_by_side(a.python, script, args, cfg, tmp, i % 2)
+                elif i % 2 == 0:
+                    plain = run_cpu([a.python, str(script)] + args)
+                    prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+                else:
+                    prof, size, samples, failed = profiled(a.python, script, args, cfg, tmp)
+                    plain = run_cpu([a.python, str(script)] + args)
                 fails.append(failed)
                 plains.append(plain)
                 profs.append(prof)
@@ -142,7 +198,8 @@ def main():
             rows.append((cfg, statistics.median(ratios), min(ratios), max(ratios), statistics.median(plains),
                          statistics.median(profs), statistics.median(bps) if bps else float("nan"),
                          statistics.median(fails)))
-    print("workload `%s`, Python %s, %d pairs per row\n" % (a.workload, version, a.runs))
+    print("workload `%s`, Python %s, %d pairs per row%s\n" % (a.workload, version, a.runs,
+                                                              ", side by side" if a.side_by_side else ""))
     print("| config | CPU ratio (median) | min | max | plain CPU s | profiled CPU s | bytes/sample "
           "| native unwind failed |")
     print("|---|---|---|---|---|---|---|---|")

@@ -3,9 +3,11 @@
  *
  * libstrata-agent.so is preloaded (LD_PRELOAD) into every process that
  * `strata record` starts, Python or not. Its constructor decides whether
- * there is anything to do: the output must be configured (STRATA_OUTPUT)
- * and the process must contain a CPython (Py_GetVersion is exported by
- * every python executable and libpython). It then loads the module built
+ * there is anything to do: the output must be configured (STRATA_OUTPUT),
+ * or standby asked for (STRATA_AGENT=1: no output until one is attached
+ * through the control channel), and the process must contain a CPython
+ * (Py_GetVersion is exported by every python executable and libpython).
+ * The Python module can also load it with dlopen (strata_agent_load). It then loads the module built
  * for that interpreter version, installs the signal handlers, registers the
  * main thread and starts the writer. Anything else (a shell, /bin/true, a
  * compiler started by a build) is left alone except that exec() and
@@ -67,7 +69,17 @@ void agent_log(const char *fmt, ...)
 	(void)w;
 }
 
-static uint64_t new_stream_id(void)
+unsigned agent_rate_hz(void)
+{
+	if (agent.trigger != TRIGGER_PERF_EVENT)
+		return agent.cfg.rate_hz;
+	/* Only a clock event has a rate; others sample every N occurrences. */
+	const struct event_list *ev = &agent.cfg.events;
+	uint64_t p = ev->n && (ev->ev[0].flags & EVS_CLOCK) ? agent.cfg.event_period : 0;
+	return p ? (unsigned)(1000000000ull / p) : 0;
+}
+
+uint64_t agent_new_stream_id(void)
 {
 	uint64_t id = 0;
 	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
@@ -224,14 +236,17 @@ static void atfork_child(void)
 		return;
 	pthread_mutex_init(&agent.reg_lock, NULL);
 	agent.pid = getpid();
-	agent.stream = new_stream_id();
+	agent.stream = agent_new_stream_id();
 	agent.start_ns = mono_ns();
 	agent.sampler_running = 0;
 	if (atomic_load(&agent.stopping))
 		return;
+	for (int i = 0; i < AGENT_MAX_OWN; i++)
+		atomic_store(&agent.own_tids[i], 0);
 	threads_after_fork_child();
 	writer_after_fork_child();
 	sampler_start();
+	control_after_fork_child();
 }
 
 /* Signals whose default action ends the process while a flush is running. */
@@ -258,6 +273,7 @@ void agent_shutdown(int reason)
 	sigset_t term, old;
 	termination_signals(&term);
 	pthread_sigmask(SIG_BLOCK, &term, &old);
+	control_stop();
 	sampler_stop();
 	triggers_set_enabled(0);
 	writer_stop_and_flush(reason);
@@ -279,6 +295,7 @@ void agent_flush_before_death(int sig)
 		return;
 	}
 	atomic_store(&agent.sampling, 0);
+	control_unlink_socket();
 	/* Normally a few milliseconds; the bound only matters if the writer
 	 * is stuck behind a lock this thread was interrupted holding. */
 	writer_finish_urgent(2000);
@@ -290,37 +307,47 @@ void agent_resume(void)
 {
 	if (!agent.active || getpid() != agent.pid || !atomic_load(&agent.stopping))
 		return;
-	agent.stream = new_stream_id();
+	agent.stream = agent_new_stream_id();
 	agent.stream_flags |= PROC_CONTINUED;
 	atomic_store(&agent.finished, 0);
 	atomic_store(&agent.stopping, 0);
-	if (writer_start() == 0) {
+	if (writer_resume() == 0) {
 		sampler_start();
+		control_start();
 		if (!agent.cfg.paused)
 			triggers_set_enabled(1);
 	}
 }
 
-__attribute__((constructor)) static void agent_init(void)
+/* Brings the agent up in this process. With an output (STRATA_OUTPUT) it
+ * records from the start; in standby it waits for `attach` on the control
+ * channel. by_tid: loaded with dlopen (see threads.c). Returns 0, or -1
+ * with a one-line reason in err (also logged when `log` is set). */
+static int agent_setup(const char *out, const char *options, int by_tid, int log, char *err, size_t errlen)
 {
 	signals_resolve();
-	const char *out = getenv("STRATA_OUTPUT");
-	if (!out || !*out)
-		return;
-	agent.configured = 1;
-	snprintf(agent.cfg.output, sizeof(agent.cfg.output), "%s", out);
-	parse_options(&agent.cfg, getenv("STRATA_OPTIONS"));
+	if (out)
+		snprintf(agent.cfg.output, sizeof(agent.cfg.output), "%s", out);
+	agent.standby = !out;
+	parse_options(&agent.cfg, options);
+	if (by_tid && agent.cfg.mode == MODE_WALL) {
+		snprintf(err, errlen, "wall mode needs the agent preloaded (LD_PRELOAD); use cpu mode");
+		return -1;
+	}
 
 	const char *(*getversion)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
-	if (!getversion)
-		return; /* not a Python process */
+	if (!getversion) {
+		snprintf(err, errlen, "not a Python process");
+		return -1;
+	}
 	const char *v = getversion();
 	size_t vl = strcspn(v, " ");
 	snprintf(agent.python_version, sizeof(agent.python_version), "%.*s", (int)vl, v);
 
 	agent.pid = getpid();
-	agent.stream = new_stream_id();
+	agent.stream = agent_new_stream_id();
 	agent.start_ns = mono_ns();
+	agent.by_tid = by_tid;
 
 	char tried[512];
 	agent.py = load_pymodule(agent.python_version, tried, sizeof(tried));
@@ -335,34 +362,39 @@ __attribute__((constructor)) static void agent_init(void)
 		unsigned maj = 0, min = 0;
 		sscanf(agent.python_version, "%u.%u", &maj, &min);
 		if (maj != 3 || min < PY_MINOR_FIRST || min > PY_MINOR_LAST)
-			agent_log("Python %s is not supported (strata supports CPython 3.%d to 3.%d); "
-				  "this process is not profiled",
-				  agent.python_version, PY_MINOR_FIRST, PY_MINOR_LAST);
+			snprintf(err, errlen, "Python %s is not supported (strata supports CPython 3.%d to 3.%d); "
+				 "this process is not profiled",
+				 agent.python_version, PY_MINOR_FIRST, PY_MINOR_LAST);
 		else
-			agent_log("no agent build for Python %s (this strata has builds for: %s); "
-				  "this process is not profiled. Build one with: make PYTHONS=%s",
-				  agent.python_version, tried[0] ? tried : "none", exe);
+			snprintf(err, errlen, "no agent build for Python %s (this strata has builds for: %s); "
+				 "this process is not profiled. Build one with: make PYTHONS=%s",
+				 agent.python_version, tried[0] ? tried : "none", exe);
+		if (log)
+			agent_log("%s", err);
 		writer_note_unsupported();
-		return;
+		return -1;
 	}
 	code_seen = calloc(CODE_SEEN_SIZE, 1);
 	if (!code_seen) {
-		agent_log("out of memory; this process is not profiled");
-		return;
+		snprintf(err, errlen, "out of memory; this process is not profiled");
+		goto fail;
 	}
 	agent.py->hook_code_death(writer_code_wanted, writer_code_died);
 	agent.trigger = sampler_pick_trigger();
-	if (agent.trigger < 0)
-		return; /* said why */
+	if (agent.trigger < 0) {
+		/* sampler_pick_trigger said why, on stderr. */
+		snprintf(err, errlen, "the sampling events cannot be set up; this process is not profiled");
+		return -1;
+	}
 	if (signals_install()) {
-		agent_log("cannot install signal handlers; this process is not profiled");
-		return;
+		snprintf(err, errlen, "cannot install signal handlers; this process is not profiled");
+		goto fail;
 	}
 	if (agent.cfg.mode == MODE_WALL) {
 		agent.sampler_slot = calloc(1, sizeof(struct tslot));
 		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
-			agent_log("out of memory; this process is not profiled");
-			return;
+			snprintf(err, errlen, "out of memory; this process is not profiled");
+			goto fail;
 		}
 		agent.sampler_slot->trigger_fd = -1;
 		agent.sampler_slot->stat_fd = -1;
@@ -377,17 +409,96 @@ __attribute__((constructor)) static void agent_init(void)
 			agent.cfg.native = 0;
 		}
 	}
-	atomic_store(&agent.sampling, !agent.cfg.paused);
+	/* In standby nothing is sampled until an output is attached. */
+	atomic_store(&agent.sampling, !agent.standby && !agent.cfg.paused);
+	if (agent.standby)
+		agent.cfg.paused = 1;
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	agent.active = 1;
-	if (writer_start()) {
+	if (agent.standby ? writer_start_standby() : writer_start()) {
 		agent.active = 0;
-		agent_log("cannot open the profile %s: %s; this process is not profiled", agent.cfg.output,
-			  strerror(errno));
-		return;
+		if (agent.standby)
+			snprintf(err, errlen, "cannot start the writer thread: %s; this process is not profiled",
+				 strerror(errno));
+		else
+			snprintf(err, errlen, "cannot open the profile %s: %s; this process is not profiled",
+				 agent.cfg.output, strerror(errno));
+		goto fail;
 	}
-	thread_register("MainThread", 1);
+	if (!by_tid)
+		thread_register("MainThread", 1);
 	sampler_start();
+	control_start();
+	return 0;
+fail:
+	if (log)
+		agent_log("%s", err);
+	return -1;
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	signals_resolve();
+	const char *out = getenv("STRATA_OUTPUT");
+	if (out && !*out)
+		out = NULL;
+	/* STRATA_AGENT=1 without an output: standby, for services that are
+	 * attached to later (docs/control.md). */
+	const char *sa = getenv("STRATA_AGENT");
+	int standby = !out && sa && *sa && strcmp(sa, "0") != 0;
+	if (!out && !standby)
+		return;
+	agent.configured = 1;
+	char err[1024];
+	agent_setup(out, getenv("STRATA_OPTIONS"), 0, 1, err, sizeof(err));
+}
+
+/* For the Python module in a process started without the agent: it loads
+ * this library with dlopen and calls this with the GIL held. The agent comes
+ * up in standby with threads registered by tid; `attach` starts recording.
+ * Returns 0 (also when the agent is already up), or -1 with err filled. */
+AGENT_EXPORT int strata_agent_load(const char *options, char *err, size_t errlen)
+{
+	static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&once);
+	int rc = 0;
+	if (!agent.active) {
+		if (agent.py || agent.pid) {
+			snprintf(err, errlen, "the agent could not start in this process earlier");
+			rc = -1;
+		} else {
+			rc = agent_setup(NULL, options, 1, 0, err, errlen);
+			if (rc == 0)
+				threads_scan();
+		}
+	}
+	pthread_mutex_unlock(&once);
+	return rc;
+}
+
+/* Names (or registers) the calling thread: the Python module calls it from
+ * threads it starts while the agent is loaded by dlopen. */
+AGENT_EXPORT int strata_agent_register_thread(const char *name)
+{
+	if (!agent.active || atomic_load(&agent.stopping))
+		return -1;
+	return thread_register_self(name) ? 0 : -1;
+}
+
+/* Names a thread found by a scan, before it is first written. */
+AGENT_EXPORT int strata_agent_name_thread(int tid, const char *name)
+{
+	if (!agent.active || !name)
+		return -1;
+	pthread_mutex_lock(&agent.reg_lock);
+	struct tslot *s = agent.slots;
+	for (; s; s = s->next)
+		if (s->tid == tid && !atomic_load(&s->exited))
+			break;
+	if (s && !s->announced)
+		snprintf(s->name, sizeof(s->name), "%s", name);
+	pthread_mutex_unlock(&agent.reg_lock);
+	return s ? 0 : -1;
 }
 
 __attribute__((destructor)) static void agent_fini(void) { agent_shutdown(END_EXIT); }

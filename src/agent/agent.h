@@ -15,6 +15,9 @@
  *                stacks, compresses and appends chunks to the output
  *   ring.c       per-thread SPSC sample rings
  *   unwind.c     --native: module map, CFI tables, the in-handler unwinder
+ *   control.c    the control channel: a Unix socket per process (and the
+ *                same commands for in-process callers): sampling on/off,
+ *                status, dump, attaching and detaching an output
  *
  * Everything reached from the signal handler (struct tslot, the ring, the
  * config and pyapi pointers) is set up before the handler can run and is
@@ -36,6 +39,7 @@
 #include "../common/events.h"
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
+#define AGENT_MAX_OWN 8
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
 struct agent_config {
@@ -93,6 +97,14 @@ struct tslot {
 	_Atomic uint64_t dropped;    /* samples lost: ring full or faults */
 	_Atomic int exited;
 
+	/* Registered from outside by tid (threads_scan, when the agent was
+	 * loaded with dlopen and threads predate it): no TLS destructor tells
+	 * us it ended, the scan does. `proc_start` (starttime in
+	 * /proc/self/task/TID/stat) tells a reused tid from the thread. */
+	int external;
+	unsigned long long proc_start;
+	uint32_t scan_gen;
+
 	/* writer-only state */
 	int announced;
 	char name[64];
@@ -123,7 +135,21 @@ struct agent {
 
 	/* The wall-mode sampler's own ring for samples of idle threads. */
 	struct tslot *sampler_slot;
+
+	/* No output at start (STRATA_AGENT=1, or loaded by the Python module):
+	 * the agent waits for `attach` on its control channel. */
+	int standby;
+	/* Loaded with dlopen: threads that predate the agent are found by
+	 * scanning /proc/self/task and their slots looked up by tid. */
+	int by_tid;
+	/* The agent's own threads (real_thread_create), never sampled or
+	 * registered by a scan. */
+	_Atomic pid_t own_tids[AGENT_MAX_OWN];
+	/* Samples and drops of threads already retired (status totals). */
+	_Atomic uint64_t retired_samples, retired_dropped;
 };
+
+
 
 extern struct agent agent;
 
@@ -157,6 +183,9 @@ struct rsample {
 
 /* agent.c */
 uint64_t mono_ns(void);
+uint64_t agent_new_stream_id(void);
+/* Samples per second as the profile states it (0: event-driven, not a clock). */
+unsigned agent_rate_hz(void);
 int agent_safe_read(void *dst, uint64_t src, size_t n);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agent_shutdown(int reason);
@@ -167,6 +196,11 @@ void agent_flush_before_death(int sig);
 
 /* signals.c */
 int signals_install(void);
+/* dlopen mode (nothing interposes sigaction): put our SIGSEGV/SIGBUS
+ * handlers back if the program replaced them (signal-safe; 0 = in place),
+ * and our SIGPROF handler (writer thread). */
+int signals_guard_check(void);
+void signals_retake_prof(void);
 extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 void signals_resolve(void);
 
@@ -180,12 +214,23 @@ void trigger_forget(struct tslot *s);
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
 /* Turns sampling on or off in every registered thread (pause/resume). */
 void triggers_set_enabled(int on);
+/* Sets the sampling rate for triggers armed from now on; -1 if the
+ * trigger has no rate (events: a period of occurrences). */
+int triggers_set_rate(unsigned hz);
 int sampler_start(void);                               /* wall mode thread */
 void sampler_stop(void);
 int sampler_pick_trigger(void);
 
 /* threads.c */
 struct tslot *thread_register(const char *name, int is_main);
+/* By-tid registration (agent.by_tid): handler-safe lookup, and the scan
+ * that registers threads the pthread_create wrapper never saw and retires
+ * those that ended. */
+struct tslot *slot_by_tid(pid_t tid);
+void threads_scan(void);
+/* The calling thread, registered (or renamed) by itself: for callers from
+ * Python in a dlopen'ed agent. */
+struct tslot *thread_register_self(const char *name);
 void thread_unregister(struct tslot *s);
 void threads_after_fork_child(void);
 int real_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
@@ -200,10 +245,41 @@ void writer_note_unsupported(void);
 int writer_code_wanted(uint64_t addr);
 void writer_code_died(uint64_t addr, struct strata_codeinfo *info);
 void writer_poke(void);
+/* Sampling is about to start: code deaths matter again. */
+void writer_set_busy(void);
 /* Asks the writer to end the stream now (END_SIGNAL); returns when done or
  * after timeout_ms. Async-signal-safe. */
 void writer_finish_urgent(int timeout_ms);
 void writer_lock_for_fork(void);
 void writer_unlock_after_fork(void);
+/* Starts the writer without an output (standby). */
+int writer_start_standby(void);
+/* After a failed exec: carries on with the output it had, or without. */
+int writer_resume(void);
+/* Output control for control.c. attach: fd (>= 0) or path names the new
+ * output; with create_session the agent writes the file header and a
+ * session of its own first (the file must be empty). */
+int writer_attach(int fd, const char *path, int create_session, char *err, size_t errlen);
+int writer_detach(char *err, size_t errlen);
+/* Copies what the output holds so far, as a finished profile, to dst. */
+int64_t writer_dump(int dst, char *err, size_t errlen);
+void writer_flush_now(void);
+/* The current output's path into buf ("" when there is none); returns
+ * whether there is an output. */
+int writer_output(char *buf, size_t n);
+
+/* control.c */
+int control_start(void);
+void control_stop(void);
+void control_after_fork_child(void);
+/* From a fatal signal's handler: remove our socket (signal-safe). */
+void control_unlink_socket(void);
+/* Runs one control request (the socket's message format, see
+ * common/ctlproto.h); fd is an attached descriptor or -1 and is consumed.
+ * Writes the reply ("ok\n..." or "error: ...") into reply. */
+void control_exec(const char *req, int fd, char *reply, size_t n);
+
+/* process.c: what exec'd children inherit after the output changed. */
+void process_env_set_output(const char *path);
 
 #endif

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,13 +25,31 @@
 extern char **environ;
 
 /* The variables that carry profiling to children, captured at load. */
-static const char *keep_vars[] = { "LD_PRELOAD", "STRATA_OUTPUT", "STRATA_OPTIONS", NULL };
-static char saved[3][4096];
+static const char *keep_vars[] = { "LD_PRELOAD", "STRATA_OUTPUT", "STRATA_OPTIONS", "STRATA_AGENT", NULL };
+static char saved[4][4096];
 static int saved_ok;
+
+/* Once the output changed at run time (attach, detach), children follow
+ * the current one: "STRATA_OUTPUT=path", or "STRATA_AGENT=1" (standby)
+ * when there is none. Written into the buffer not in use, then published,
+ * so an exec in another thread (or a vfork child) reads a whole string. */
+static char outvar[2][4200];
+static _Atomic(const char *) out_override;
+
+void process_env_set_output(const char *path)
+{
+	static int which;
+	which ^= 1;
+	if (path && *path)
+		snprintf(outvar[which], sizeof(outvar[which]), "STRATA_OUTPUT=%s", path);
+	else
+		snprintf(outvar[which], sizeof(outvar[which]), "STRATA_AGENT=1");
+	atomic_store(&out_override, outvar[which]);
+}
 
 __attribute__((constructor)) static void save_env(void)
 {
-	if (!getenv("STRATA_OUTPUT"))
+	if (!getenv("STRATA_OUTPUT") && !getenv("STRATA_AGENT"))
 		return;
 	for (int i = 0; keep_vars[i]; i++) {
 		const char *v = getenv(keep_vars[i]);
@@ -61,13 +80,35 @@ static size_t env_count(char *const *envp)
 	return n;
 }
 
-/* Fills `out` (room for count(envp) + 4 entries) with envp plus any of
- * our variables it lacks. Returns envp itself when nothing is missing. */
+static int is_var(const char *entry, const char *name)
+{
+	size_t n = strlen(name);
+	return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+/* Fills `out` (room for count(envp) + ENV_EXTRA entries) with envp plus any
+ * of our variables it lacks. Returns envp itself when nothing is missing. */
+#define ENV_EXTRA 6
 static char *const *with_our_env(char *const *envp, char **out)
 {
 	if (!saved_ok)
 		return envp;
 	size_t n = 0;
+	const char *ov = atomic_load(&out_override);
+	if (ov) {
+		/* The output changed since start: whatever the environment
+		 * says about it is stale. */
+		for (size_t i = 0; envp && envp[i]; i++)
+			if (!is_var(envp[i], "STRATA_OUTPUT") && !is_var(envp[i], "STRATA_AGENT"))
+				out[n++] = envp[i];
+		out[n++] = (char *)ov;
+		for (int i = 0; keep_vars[i]; i++)
+			if (saved[i][0] && strcmp(keep_vars[i], "STRATA_OUTPUT") && strcmp(keep_vars[i], "STRATA_AGENT") &&
+			    !has_var(envp, keep_vars[i]))
+				out[n++] = saved[i];
+		out[n] = NULL;
+		return out;
+	}
 	int missing = 0;
 	for (int i = 0; keep_vars[i]; i++)
 		if (saved[i][0] && !has_var(envp, keep_vars[i]))
@@ -101,7 +142,7 @@ static void after_failed_exec(void)
 AGENT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	REAL(execve, int (*)(const char *, char *const[], char *const[]));
-	char *buf[env_count(envp) + 4];
+	char *buf[env_count(envp) + ENV_EXTRA];
 	char *const *env = with_our_env(envp, buf);
 	before_exec();
 	int rc = real_execve(path, argv, env);
@@ -119,7 +160,7 @@ AGENT_EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(f
 AGENT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	REAL(execvpe, int (*)(const char *, char *const[], char *const[]));
-	char *buf[env_count(envp) + 4];
+	char *buf[env_count(envp) + ENV_EXTRA];
 	char *const *env = with_our_env(envp, buf);
 	before_exec();
 	int rc = real_execvpe(file, argv, env);
@@ -130,7 +171,7 @@ AGENT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[
 AGENT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	REAL(fexecve, int (*)(int, char *const[], char *const[]));
-	char *buf[env_count(envp) + 4];
+	char *buf[env_count(envp) + ENV_EXTRA];
 	char *const *env = with_our_env(envp, buf);
 	before_exec();
 	int rc = real_fexecve(fd, argv, env);
@@ -181,7 +222,7 @@ AGENT_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_fil
 {
 	REAL(posix_spawn, int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
 				  const posix_spawnattr_t *, char *const[], char *const[]));
-	char *buf[env_count(envp) + 4];
+	char *buf[env_count(envp) + ENV_EXTRA];
 	return real_posix_spawn(pid, path, fa, attr, argv, with_our_env(envp, buf));
 }
 
@@ -190,7 +231,7 @@ AGENT_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 {
 	REAL(posix_spawnp, int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
 				   const posix_spawnattr_t *, char *const[], char *const[]));
-	char *buf[env_count(envp) + 4];
+	char *buf[env_count(envp) + ENV_EXTRA];
 	return real_posix_spawnp(pid, file, fa, attr, argv, with_our_env(envp, buf));
 }
 

@@ -170,7 +170,7 @@ int trigger_start(struct tslot *s)
 	switch (agent.trigger) {
 	case TRIGGER_PERF_EVENT: {
 		int failed = 0;
-		if (group_open(s, 0, &failed)) {
+		if (group_open(s, s->external ? s->tid : 0, &failed)) {
 			static _Atomic int told;
 			if (!atomic_exchange(&told, 1))
 				agent_log("cannot open perf event '%s' for thread %d: %s; it is not sampled",
@@ -190,7 +190,9 @@ int trigger_start(struct tslot *s)
 	case TRIGGER_PERF_TASK_CLOCK: {
 		struct perf_event_attr a;
 		task_clock_attr(&a);
-		long fd = perf_open(&a, 0);
+		/* A thread registered from outside (by tid) is measured from
+		 * here; every other thread registers itself. */
+		long fd = perf_open(&a, s->external ? s->tid : 0);
 		if (fd < 0)
 			return -1;
 		if (set_owner((int)fd, s->tid)) {
@@ -209,7 +211,10 @@ int trigger_start(struct tslot *s)
 		ev.sigev_signo = SIGPROF;
 		ev._sigev_un._tid = s->tid;
 		ev.sigev_value.sival_ptr = s;
-		if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &s->timer))
+		/* Another thread's CPU clock, as pthread_getcpuclockid makes
+		 * it (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
+		clockid_t clk = s->external ? (clockid_t)((~(unsigned)s->tid) << 3 | 6) : CLOCK_THREAD_CPUTIME_ID;
+		if (timer_create(clk, &ev, &s->timer))
 			return -1;
 		s->has_timer = 1;
 		if (atomic_load(&agent.sampling)) {
@@ -271,14 +276,46 @@ static void trigger_enable(struct tslot *s, int on)
 	}
 }
 
+static pthread_mutex_t wall_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wall_cond = PTHREAD_COND_INITIALIZER;
+
 void triggers_set_enabled(int on)
 {
+	if (on)
+		writer_set_busy();
 	atomic_store(&agent.sampling, on);
 	pthread_mutex_lock(&agent.reg_lock);
 	for (struct tslot *s = agent.slots; s; s = s->next)
 		if (!atomic_load(&s->exited))
 			trigger_enable(s, on);
 	pthread_mutex_unlock(&agent.reg_lock);
+	if (on) {
+		/* Both sleep while sampling is off. */
+		writer_poke();
+		pthread_mutex_lock(&wall_lock);
+		pthread_cond_broadcast(&wall_cond);
+		pthread_mutex_unlock(&wall_lock);
+	}
+}
+
+int triggers_set_rate(unsigned hz)
+{
+	if (hz < 1 || hz > 100000)
+		return -1;
+	/* An event-driven agent samples every -c occurrences, not at a rate. */
+	if (agent.trigger == TRIGGER_PERF_EVENT)
+		return hz == agent.cfg.rate_hz ? 0 : -1;
+	if (hz == agent.cfg.rate_hz)
+		return 0;
+	agent.cfg.rate_hz = hz;
+	agent.cfg.period_ns = 1000000000ull / hz;
+	uint64_t period = agent.cfg.period_ns;
+	pthread_mutex_lock(&agent.reg_lock);
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (s->trigger_fd >= 0)
+			ioctl(s->trigger_fd, PERF_EVENT_IOC_PERIOD, &period);
+	pthread_mutex_unlock(&agent.reg_lock);
+	return 0;
 }
 
 /* ---- capture ---------------------------------------------------------- */
@@ -332,6 +369,15 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 
 	volatile int n = 0;
 	uint32_t missing = 0;
+	/* Loaded with dlopen, nothing stops the program from replacing our
+	 * SIGSEGV handler (faulthandler.enable()); a guarded read must never
+	 * fault into someone else's handler. */
+	if (agent.by_tid && signals_guard_check()) {
+		h->stack_flags |= STACK_PY_FAULT;
+		ring_commit(ring, (uint32_t)sizeof(*h));
+		atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+		return;
+	}
 	if (sigsetjmp(g->guard_jb, 0) == 0) {
 		g->guard_on = 1;
 		if (agent.py->ready()) {
@@ -410,6 +456,13 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 	struct tslot *s = tls_slot;
 	int ours = 0;
 	uint32_t weight = 1;
+	if (!s && agent.by_tid) {
+		/* A thread registered by a scan learns its slot here, once:
+		 * the fault guard finds it through tls_slot from now on. */
+		s = slot_by_tid((pid_t)syscall(SYS_gettid));
+		if (s)
+			tls_slot = s;
+	}
 
 	if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
 		ours = s ? si->si_fd == s->trigger_fd
@@ -502,6 +555,15 @@ static void *sampler_main(void *arg)
 		next.tv_nsec = (long)(ns % 1000000000u);
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
 			;
+		if (!atomic_load(&agent.sampling) && !atomic_load(&sampler_stop_flag)) {
+			/* Stopped: no ticks at all until sampling resumes. */
+			pthread_mutex_lock(&wall_lock);
+			while (!atomic_load(&agent.sampling) && !atomic_load(&sampler_stop_flag))
+				pthread_cond_wait(&wall_cond, &wall_lock);
+			pthread_mutex_unlock(&wall_lock);
+			clock_gettime(CLOCK_MONOTONIC, &next);
+			continue;
+		}
 		if (!atomic_load(&agent.sampling) || atomic_load(&agent.stopping))
 			continue;
 		/* Do not fall behind forever if we were descheduled: skip ahead. */
@@ -541,6 +603,9 @@ int sampler_start(void)
 {
 	if (agent.cfg.mode != MODE_WALL)
 		return 0;
+	/* No sampler runs now; a fork child may have inherited these held. */
+	pthread_mutex_init(&wall_lock, NULL);
+	pthread_cond_init(&wall_cond, NULL);
 	atomic_store(&sampler_stop_flag, 0);
 	if (real_thread_create(&agent.sampler, sampler_main, NULL))
 		return -1;
@@ -553,6 +618,9 @@ void sampler_stop(void)
 	if (!agent.sampler_running)
 		return;
 	atomic_store(&sampler_stop_flag, 1);
+	pthread_mutex_lock(&wall_lock);
+	pthread_cond_broadcast(&wall_cond);
+	pthread_mutex_unlock(&wall_lock);
 	pthread_join(agent.sampler, NULL);
 	agent.sampler_running = 0;
 }

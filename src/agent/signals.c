@@ -159,6 +159,31 @@ static void watch_if_default(int sig)
 		managed[sig] = 1;
 }
 
+
+/* Takes `sig` back when a direct sigaction (not interposed: the agent was
+ * loaded with dlopen) replaced our handler, keeping the replacement as the
+ * application's handler we chain to. Async-signal-safe. Returns 0 when
+ * ours is in place. */
+static int retake(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
+{
+	struct sigaction cur;
+	if (real_sigaction(sig, NULL, &cur) != 0)
+		return -1;
+	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fn)
+		return 0;
+	app_act[sig] = cur;
+	return install_ours(sig, fn, flags);
+}
+
+int signals_guard_check(void)
+{
+	if (retake(SIGSEGV, on_fault, SA_NODEFER | SA_ONSTACK) || retake(SIGBUS, on_fault, SA_NODEFER | SA_ONSTACK))
+		return -1;
+	return 0;
+}
+
+void signals_retake_prof(void) { retake(SIGPROF, on_prof, SA_RESTART); }
+
 int signals_install(void)
 {
 	signals_resolve();

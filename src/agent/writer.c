@@ -12,18 +12,31 @@
  *
  * A stream stays silent until it has a sample or ends normally: the child of
  * a fork that immediately execs another program writes nothing.
+ *
+ * The output can change while the process runs (control.c): an agent in
+ * standby has none, and `attach` hands it one, which starts a new stream
+ * there (and, for the Python module, a session of its own); `detach` ends
+ * that stream and closes the output. Without an output the writer only
+ * retires ended threads, and while sampling is off it sleeps until poked.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "unwind.h"
 #include "../common/format.h"
+#include "../common/snapshot.h"
+
+#ifndef STRATA_VERSION
+#define STRATA_VERSION "dev"
+#endif
 
 /* ---- intern tables ---------------------------------------------------- */
 
@@ -247,9 +260,15 @@ static void deaths_free(struct death *d)
 	}
 }
 
+static int writer_has_output(void);
+
+static int writer_idle(void);
+
 int writer_code_wanted(uint64_t addr)
 {
-	return agent.active && code_seen && code_seen[code_seen_slot(addr)];
+	/* Idle (sampling off, rings drained): no sample can name a code
+	 * object that dies now, and nothing would take the list. */
+	return agent.active && writer_has_output() && !writer_idle() && code_seen && code_seen[code_seen_slot(addr)];
 }
 
 void writer_code_died(uint64_t addr, struct strata_codeinfo *info)
@@ -298,7 +317,19 @@ static struct {
 	uint32_t pyf_cap;
 	int fdw[2];               /* self-pipe to wake the writer early */
 	_Atomic int urgent;       /* 1: a fatal signal asked us to finish; 2: finished */
+	_Atomic int has_output;   /* there is an output (else standby: records are dropped) */
+	int attached;             /* output handed over by `attach`: its stream is written
+	                           * even without samples, so every attach leaves a file */
+	int own_session;          /* we wrote the output's session: we end it too */
+	uint64_t session_stream;
+	uint64_t last_scan;       /* by-tid mode: last threads_scan() */
+	_Atomic int idle;         /* sampling off and the rings drained since */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1 } };
+
+static int writer_has_output(void) { return atomic_load_explicit(&W.has_output, memory_order_relaxed); }
+static int writer_idle(void) { return atomic_load_explicit(&W.idle, memory_order_relaxed); }
+
+void writer_set_busy(void) { atomic_store(&W.idle, 0); }
 
 void writer_poke(void)
 {
@@ -311,6 +342,10 @@ void writer_poke(void)
 
 static int open_output(void)
 {
+	if (!agent.cfg.output[0]) {
+		errno = EBADF;
+		return -1; /* an attached descriptor without a path: cannot reopen */
+	}
 	int fd = open(agent.cfg.output, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -382,26 +417,32 @@ static void flush_chunk(uint16_t flags)
 
 /* ---- records -------------------------------------------------------------- */
 
+/* argv from /proc/self/cmdline (NUL-separated) into cmd; returns argc. */
+static uint32_t read_cmdline(char *cmd, size_t cmdlen, char **argv, uint32_t max)
+{
+	uint32_t argc = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t len = 0;
+	if (fd >= 0) {
+		len = read(fd, cmd, cmdlen - 1);
+		close(fd);
+	}
+	if (len > 0) {
+		cmd[len] = 0;
+		for (ssize_t i = 0; i < len && argc < max; i += (ssize_t)strlen(cmd + i) + 1)
+			argv[argc++] = cmd + i;
+	}
+	return argc;
+}
+
 static void put_process(uint32_t flags)
 {
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
-	/* argv from /proc/self/cmdline: NUL-separated. */
 	char *argv[256];
 	char cmd[16384];
-	uint32_t argc = 0;
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	ssize_t len = 0;
-	if (fd >= 0) {
-		len = read(fd, cmd, sizeof(cmd) - 1);
-		close(fd);
-	}
-	if (len > 0) {
-		cmd[len] = 0;
-		for (ssize_t i = 0; i < len && argc < 256; i += (ssize_t)strlen(cmd + i) + 1)
-			argv[argc++] = cmd + i;
-	}
+	uint32_t argc = read_cmdline(cmd, sizeof(cmd), argv, 256);
 	struct rec_process p = {
 		.pid = (uint32_t)agent.pid,
 		.ppid = (uint32_t)getppid(),
@@ -596,8 +637,9 @@ static void drain_ring(struct ring *r)
 {
 	uint32_t len;
 	const void *rec;
+	int keep = writer_has_output();
 	while ((rec = ring_peek(r, &len))) {
-		if (len >= sizeof(struct rsample))
+		if (keep && len >= sizeof(struct rsample))
 			put_sample(rec);
 		ring_release(r);
 		if (W.recs.len > MAX_PENDING_BYTES)
@@ -608,6 +650,10 @@ static void drain_ring(struct ring *r)
 static void report_drops(struct tslot *s)
 {
 	uint64_t d = atomic_load(&s->dropped);
+	if (!writer_has_output()) {
+		s->reported_dropped = d; /* nobody to report them to */
+		return;
+	}
 	if (d > s->reported_dropped) {
 		struct rec_dropped rd = { .tid = (uint32_t)s->tid, .count = d - s->reported_dropped };
 		rec_put_dropped(&W.recs, &rd);
@@ -632,8 +678,9 @@ static void drain_all(void)
 		if (e && !e->dies_at)
 			e->dies_at = d->t;
 	}
+	int keep = writer_has_output();
 	pthread_mutex_lock(&agent.reg_lock);
-	for (struct tslot *s = agent.slots; s; s = s->next)
+	for (struct tslot *s = agent.slots; s && keep; s = s->next)
 		announce(s);
 	if (agent.sampler_slot)
 		drain_ring(&agent.sampler_slot->ring);
@@ -650,7 +697,10 @@ static void drain_all(void)
 				.samples = atomic_load(&s->samples),
 				.dropped = atomic_load(&s->dropped),
 			};
-			rec_put_thread_end(&W.recs, &te);
+			if (keep && s->announced)
+				rec_put_thread_end(&W.recs, &te);
+			atomic_fetch_add(&agent.retired_samples, te.samples);
+			atomic_fetch_add(&agent.retired_dropped, te.dropped);
 			*pp = s->next;
 			slot_free(s);
 			continue;
@@ -663,15 +713,104 @@ static void drain_all(void)
 	ctab_drop_dead(&W.codes);
 	deaths_free(W.dying);
 	W.dying = NULL;
+	if (!keep)
+		wbuf_reset(&W.recs);
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Writes one chunk of the session stream we own straight to the output. */
+static int put_session_chunk(struct wbuf *recs, uint32_t seq, uint16_t flags)
+{
+	struct wbuf chunk;
+	wbuf_init(&chunk);
+	int rc = -1;
+	if (!recs->oom && chunk_seal(&chunk, recs->data, recs->len, W.session_stream, seq, flags, 3) == 0) {
+		size_t off = 0;
+		rc = 0;
+		while (off < chunk.len) {
+			ssize_t n = write(W.fd, chunk.data + off, chunk.len - off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				rc = -1;
+				break;
+			}
+			off += (size_t)n;
+		}
+	}
+	wbuf_free(&chunk);
+	return rc;
+}
+
+/* The header and session of an output the agent was asked to create:
+ * what `strata record` writes before it starts a command. */
+static int write_session_start(void)
+{
+	struct file_header fh = { .major = STRATA_FMT_MAJOR, .minor = STRATA_FMT_MINOR, .created_ns = realtime_ns() };
+	uint8_t hdr[STRATA_FILE_HDR_SIZE];
+	file_header_pack(hdr, &fh);
+	if (write(W.fd, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
+		return -1;
+	char *argv[256];
+	char cmd[16384];
+	uint32_t argc = read_cmdline(cmd, sizeof(cmd), argv, 256);
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+	struct rec_session se = {
+		.strata_version = STRATA_VERSION,
+		.start_realtime_ns = fh.created_ns,
+		.start_mono_ns = mono_ns(),
+		.argc = argc,
+		.argv = argv,
+		.mode = (uint32_t)agent.cfg.mode,
+		.rate_hz = agent_rate_hz(),
+		.hostname = host,
+	};
+	/* The model takes the event columns from the session. */
+	char *names[EVENTS_MAX];
+	if (agent.trigger == TRIGGER_PERF_EVENT) {
+		for (uint32_t i = 0; i < agent.cfg.events.n; i++)
+			names[i] = (char *)agent.cfg.events.ev[i].name;
+		se.nevents = agent.cfg.events.n;
+		se.events = names;
+	}
+	struct wbuf recs;
+	wbuf_init(&recs);
+	rec_put_session(&recs, &se);
+	int rc = put_session_chunk(&recs, 0, 0);
+	wbuf_free(&recs);
+	return rc;
+}
+
+static void write_session_end(void)
+{
+	/* The process is still running when an attach ends: status 0. */
+	struct rec_session_end e = { .end_mono_ns = mono_ns(), .status = 0 };
+	struct wbuf recs;
+	wbuf_init(&recs);
+	rec_put_session_end(&recs, &e);
+	put_session_chunk(&recs, 1, CHUNK_LAST);
+	wbuf_free(&recs);
+	W.own_session = 0;
 }
 
 /* Writes the stream's last records. Caller holds W.lock, rings drained. */
 static void finish_stream(int reason)
 {
+	if (!writer_has_output()) {
+		wbuf_reset(&W.recs);
+		return;
+	}
 	/* A process with no samples is only worth a record when it exited
-	 * normally (a short script); the child of a fork that execs or
-	 * _exits before sampling anything leaves no trace. */
-	if (W.any_samples || reason == END_EXIT) {
+	 * normally (a short script) or was attached to; the child of a fork
+	 * that execs or _exits before sampling anything leaves no trace. */
+	if (W.any_samples || reason == END_EXIT || W.attached) {
 		struct rec_process_end e = {
 			.end_mono_ns = mono_ns(),
 			.reason = (uint32_t)reason,
@@ -682,19 +821,25 @@ static void finish_stream(int reason)
 		flush_chunk(CHUNK_LAST);
 	}
 	wbuf_reset(&W.recs);
+	/* After an exec the new image may carry on in this output. */
+	if (W.own_session && reason != END_EXEC && !W.failed)
+		write_session_end();
 }
 
 static void *writer_main(void *arg)
 {
 	(void)arg;
+	int idle = 0;
 	while (!atomic_load(&W.stop)) {
-		struct timespec ts = { 0, 10 * 1000000L };
-		/* Sleep 10 ms, or less if poked (a thread exited). */
+		/* Sleep 10 ms, or less if poked (a thread exited). With
+		 * sampling off there is nothing to drain: sleep until poked
+		 * (sampling turned on, a thread ended, the process exits), so
+		 * a stopped agent costs no wakeups. */
 		fd_set rf;
 		FD_ZERO(&rf);
 		FD_SET(W.fdw[0], &rf);
-		struct timeval tv = { 0, ts.tv_nsec / 1000 };
-		if (select(W.fdw[0] + 1, &rf, NULL, NULL, &tv) > 0) {
+		struct timeval tv = { 0, 10 * 1000 };
+		if (select(W.fdw[0] + 1, &rf, NULL, NULL, idle ? NULL : &tv) > 0) {
 			char buf[64];
 			while (read(W.fdw[0], buf, sizeof(buf)) > 0)
 				;
@@ -707,11 +852,23 @@ static void *writer_main(void *arg)
 			pthread_mutex_unlock(&W.lock);
 			break;
 		}
+		int on = atomic_load(&agent.sampling);
+		uint64_t now = mono_ns();
 		if (W.any_samples &&
 		    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
-		     mono_ns() - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u))
+		     now - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u || (!on && W.recs.len)))
 			flush_chunk(0);
+		idle = !on && !atomic_load(&W.urgent);
+		/* Sampling may have come back on since `on` was read: then
+		 * the poke that said so wakes us again at once. */
+		atomic_store(&W.idle, idle && !atomic_load(&agent.sampling));
 		pthread_mutex_unlock(&W.lock);
+		/* Threads that predate a dlopen'ed agent, or were started
+		 * without the pthread_create wrapper, are found by a scan. */
+		if (agent.by_tid && on && now - W.last_scan >= 100 * 1000000ull) {
+			W.last_scan = now;
+			threads_scan();
+		}
 	}
 	return NULL;
 }
@@ -748,7 +905,20 @@ int writer_start(void)
 	if (W.fd < 0 && open_output())
 		return -1;
 	state_reset();
+	atomic_store(&W.has_output, 1);
 	put_process(agent.stream_flags);
+	return start_thread();
+}
+
+int writer_resume(void)
+{
+	return writer_has_output() ? writer_start() : writer_start_standby();
+}
+
+int writer_start_standby(void)
+{
+	state_reset();
+	atomic_store(&W.has_output, 0);
 	return start_thread();
 }
 
@@ -805,7 +975,12 @@ void writer_after_fork_child(void)
 		close(W.fdw[1]);
 		W.fdw[0] = W.fdw[1] = -1;
 	}
-	put_process(agent.stream_flags & ~(uint32_t)PROC_CONTINUED);
+	/* The parent owns the attach and its session; this stream is the
+	 * child's own, silent until it samples. */
+	W.attached = 0;
+	W.own_session = 0;
+	if (writer_has_output())
+		put_process(agent.stream_flags & ~(uint32_t)PROC_CONTINUED);
 	start_thread();
 }
 
@@ -813,7 +988,7 @@ void writer_after_fork_child(void)
  * which process was skipped and why. */
 void writer_note_unsupported(void)
 {
-	if (open_output())
+	if (agent.standby || open_output())
 		return;
 	state_reset();
 	put_process(PROC_UNSUPPORTED);
@@ -822,4 +997,157 @@ void writer_note_unsupported(void)
 	flush_chunk(CHUNK_LAST);
 	close(W.fd);
 	W.fd = -1;
+}
+
+/* ---- output control (control.c) ----------------------------------------- */
+
+int writer_output(char *buf, size_t n)
+{
+	pthread_mutex_lock(&W.lock);
+	int has = writer_has_output();
+	snprintf(buf, n, "%s", has ? agent.cfg.output : "");
+	pthread_mutex_unlock(&W.lock);
+	return has;
+}
+
+int writer_attach(int fd, const char *path, int create_session, char *err, size_t errlen)
+{
+	if (fd < 0) {
+		snprintf(err, errlen, "attach needs the output's descriptor");
+		return -1;
+	}
+	struct stat st;
+	int fl = fcntl(fd, F_GETFL);
+	if (fstat(fd, &st) || fl < 0) {
+		snprintf(err, errlen, "bad output descriptor: %s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "the output is not a regular file");
+		return -1;
+	}
+	if ((fl & O_ACCMODE) == O_RDONLY) {
+		snprintf(err, errlen, "the output is not open for writing");
+		return -1;
+	}
+	if (create_session && st.st_size != 0) {
+		snprintf(err, errlen, "the output is not empty");
+		return -1;
+	}
+	pthread_mutex_lock(&W.lock);
+	if (writer_has_output()) {
+		snprintf(err, errlen, "busy: already recording to %s", agent.cfg.output[0] ? agent.cfg.output : "a descriptor");
+		pthread_mutex_unlock(&W.lock);
+		return -1;
+	}
+	/* Whatever the rings hold predates this attach: drop it. */
+	drain_all();
+	/* Our own copy, out of the low numbers a program may dup2 onto. */
+	int ofd = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (ofd < 0)
+		ofd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (ofd < 0) {
+		snprintf(err, errlen, "cannot keep the output: %s", strerror(errno));
+		pthread_mutex_unlock(&W.lock);
+		return -1;
+	}
+	/* Every writer appends whole chunks (forked children share it). */
+	fcntl(ofd, F_SETFL, fl | O_APPEND);
+	W.fd = ofd;
+	W.dev = st.st_dev;
+	W.ino = st.st_ino;
+	snprintf(agent.cfg.output, sizeof(agent.cfg.output), "%s", path && *path ? path : "");
+	if (create_session) {
+		W.session_stream = agent_new_stream_id();
+		if (write_session_start()) {
+			snprintf(err, errlen, "cannot write the output: %s", strerror(errno));
+			close(W.fd);
+			W.fd = -1;
+			agent.cfg.output[0] = 0;
+			pthread_mutex_unlock(&W.lock);
+			return -1;
+		}
+		W.own_session = 1;
+	}
+	/* A new stream: this process as of now. */
+	agent.stream = agent_new_stream_id();
+	agent.stream_flags &= ~(uint32_t)PROC_CONTINUED;
+	agent.start_ns = mono_ns();
+	state_reset();
+	pthread_mutex_lock(&agent.reg_lock);
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		s->announced = 0;
+		s->reported_dropped = atomic_load(&s->dropped);
+	}
+	pthread_mutex_unlock(&agent.reg_lock);
+	atomic_store(&W.has_output, 1);
+	W.attached = 1;
+	put_process(agent.stream_flags);
+	pthread_mutex_unlock(&W.lock);
+	process_env_set_output(agent.cfg.output);
+	return 0;
+}
+
+int writer_detach(char *err, size_t errlen)
+{
+	pthread_mutex_lock(&W.lock);
+	if (!writer_has_output()) {
+		snprintf(err, errlen, "not recording: there is no output to detach");
+		pthread_mutex_unlock(&W.lock);
+		return -1;
+	}
+	drain_all();
+	finish_stream(END_DETACH);
+	atomic_store(&W.has_output, 0);
+	W.attached = 0;
+	if (W.fd >= 0)
+		close(W.fd);
+	W.fd = -1;
+	W.failed = 0;
+	agent.cfg.output[0] = 0;
+	state_reset();
+	pthread_mutex_unlock(&W.lock);
+	process_env_set_output(NULL);
+	return 0;
+}
+
+void writer_flush_now(void)
+{
+	pthread_mutex_lock(&W.lock);
+	drain_all();
+	if (writer_has_output() && W.any_samples && W.recs.len)
+		flush_chunk(0);
+	pthread_mutex_unlock(&W.lock);
+}
+
+int64_t writer_dump(int dst, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&W.lock);
+	if (!writer_has_output() || W.fd < 0) {
+		snprintf(err, errlen, "nothing recorded: the agent has no output (attach one with strata record --pid)");
+		pthread_mutex_unlock(&W.lock);
+		return -1;
+	}
+	drain_all();
+	/* Everything so far goes to the file first, even a stream that has
+	 * no sample yet, so the copy shows this process. */
+	if (W.recs.len)
+		flush_chunk(0);
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", W.fd);
+	int in = open(p, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int ok = in >= 0 && fstat(in, &st) == 0;
+	int e = errno;
+	pthread_mutex_unlock(&W.lock);
+	if (!ok) {
+		snprintf(err, errlen, "cannot read the output: %s", strerror(e));
+		if (in >= 0)
+			close(in);
+		return -1;
+	}
+	/* The copy runs without the lock: the writer keeps draining. */
+	int64_t n = snapshot_copy(in, (uint64_t)st.st_size, dst, mono_ns(), err, errlen);
+	close(in);
+	return n;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "builtin.h"
 #include "../common/format.h"
 #include "../lib/launch.h"
@@ -21,9 +22,12 @@
 
 static const char usage_text[] =
 	"usage: strata record [options] -- COMMAND [ARGS...]\n"
+	"       strata record --pid PID [-d SECONDS] [options]\n"
 	"\n"
 	"Runs COMMAND with the strata agent preloaded and records a profile of every\n"
 	"Python process it starts (children too). Exits with COMMAND's exit status.\n"
+	"With --pid, records a running process that was started with the agent (see\n"
+	"docs/control.md) until SECONDS have passed, Ctrl-C, or the process ends.\n"
 	"\n"
 	"options:\n"
 	"  -o, --output FILE    write the profile to FILE (default: strata.out, or\n"
@@ -42,7 +46,11 @@ static const char usage_text[] =
 	"                       samples of blocked threads as idle\n"
 	"      --max-depth N    Python frames kept per sample (default: 512); deeper\n"
 	"                       stacks keep their innermost N frames\n"
-	"      --paused         start with sampling off (see docs/ for turning it on)\n"
+	"      --paused         start with sampling off; 'strata ctl PID start' turns it on\n"
+	"                       (docs/control.md)\n"
+	"  -p, --pid PID        attach to running process PID instead of running a command\n"
+	"  -d, --duration SECS  with --pid: stop after SECS seconds (default: until Ctrl-C\n"
+	"                       or the process ends)\n"
 	"      --native         record native (C/C++) frames too, merged with the Python\n"
 	"                       frames that called them (see docs/native.md)\n"
 	"  -q, --quiet          do not print the summary line\n"
@@ -137,6 +145,37 @@ static void wait_for_stragglers(const char *path, int ms)
 	}
 }
 
+static volatile sig_atomic_t attach_stop;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	attach_stop = 1;
+}
+
+/* With --pid: until the duration passes, Ctrl-C (or SIGTERM/SIGHUP), or
+ * the process ends. */
+static void wait_attached(pid_t pid, double duration)
+{
+	struct sigaction sa, old[3];
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	int sigs[3] = { SIGINT, SIGTERM, SIGHUP };
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+	uint64_t end = duration > 0 ? monotonic_ns() + (uint64_t)(duration * 1e9) : 0;
+	while (!attach_stop && attach_alive(pid) && (!end || monotonic_ns() < end)) {
+		uint64_t left = end ? end - monotonic_ns() : 100000000;
+		if (left > 100000000 || left == 0)
+			left = 100000000;
+		struct timespec ts = { 0, (long)left };
+		nanosleep(&ts, NULL);
+	}
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &old[i], NULL);
+}
+
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	char *end;
@@ -165,12 +204,32 @@ int cmd_record(int argc, char **argv)
 		{ "native", no_argument, 0, 'N' },
 		{ "quiet", no_argument, 0, 'q' },
 		{ "help", no_argument, 0, 'h' },
+		{ "pid", required_argument, 0, 'p' },
+		{ "duration", required_argument, 0, 'd' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
+	unsigned pid = 0;
+	double duration = 0;
+	int set_fixed = 0;
 	/* '+': stop at the first non-option, which begins the command. */
-	while ((c = getopt_long(argc, argv, "+o:F:f:e:c:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:F:f:e:c:qhp:d:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'p':
+			if (parse_uint(optarg, 1, 0x7fffffff, &pid)) {
+				errorf("invalid --pid '%s': expected a process id", optarg);
+				return 2;
+			}
+			break;
+		case 'd': {
+			char *end;
+			duration = strtod(optarg, &end);
+			if (!*optarg || *end || !(duration > 0) || duration > 1e7) {
+				errorf("invalid --duration '%s': expected a number of seconds", optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'o':
 			output = optarg;
 			break;
@@ -198,6 +257,7 @@ int cmd_record(int argc, char **argv)
 			period = optarg;
 			break;
 		case 'm':
+			set_fixed = 1;
 			if (!strcmp(optarg, "cpu"))
 				o.mode = MODE_CPU;
 			else if (!strcmp(optarg, "wall"))
@@ -208,6 +268,7 @@ int cmd_record(int argc, char **argv)
 			}
 			break;
 		case 'D':
+			set_fixed = 1;
 			if (parse_uint(optarg, 1, 4096, &o.max_depth)) {
 				errorf("invalid --max-depth '%s': expected 1..4096", optarg);
 				return 2;
@@ -218,6 +279,7 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'N':
 			o.native = 1;
+			set_fixed = 1;
 			break;
 		case 'q':
 			quiet = 1;
@@ -229,7 +291,20 @@ int cmd_record(int argc, char **argv)
 			die_usage(usage_text);
 		}
 	}
-	if (optind >= argc) {
+	if (pid) {
+		if (optind < argc) {
+			errorf("--pid records a running process: give no command");
+			die_usage(usage_text);
+		}
+		if (set_fixed || events || period) {
+			errorf("--mode, --max-depth, --native and -e are fixed when a process starts; "
+			       "with --pid only -F, -o, -f, -d and --paused apply");
+			return 2;
+		}
+	} else if (duration > 0) {
+		errorf("--duration only makes sense with --pid");
+		return 2;
+	} else if (optind >= argc) {
 		errorf("no command given");
 		die_usage(usage_text);
 	}
@@ -299,26 +374,46 @@ int cmd_record(int argc, char **argv)
 		o.output = output;
 	}
 
-	char err[512];
+	char err[1024];
 	struct launch l;
-	if (profile_create(&o, &l, err, sizeof(err))) {
-		errorf("%s", err);
-		if (tmp_raw[0])
-			unlink(tmp_raw);
-		return 2;
+	int st;
+	if (pid) {
+		struct attach a;
+		if (attach_start(&a, (pid_t)pid, o.output, rate_given ? o.rate_hz : 0, o.paused, 0, err, sizeof(err))) {
+			errorf("%s", err);
+			if (tmp_raw[0])
+				unlink(tmp_raw);
+			else if (a.l.output_abs[0])
+				unlink(a.l.output_abs);
+			return 2;
+		}
+		if (!quiet)
+			fprintf(stderr, "strata: recording process %d (Python %s)%s; Ctrl-C to stop\n", (int)pid, a.python,
+				o.paused ? " with sampling off" : "");
+		wait_attached((pid_t)pid, duration);
+		if (attach_end(&a, err, sizeof(err)))
+			warnf("%s", err);
+		l = a.l;
+		st = 0;
+	} else {
+		if (profile_create(&o, &l, err, sizeof(err))) {
+			errorf("%s", err);
+			if (tmp_raw[0])
+				unlink(tmp_raw);
+			return 2;
+		}
+		int code;
+		if (launch_start(&o, &l, &code, err, sizeof(err))) {
+			errorf("%s", err);
+			if (tmp_raw[0])
+				unlink(tmp_raw);
+			return code;
+		}
+		st = launch_wait(&l);
+		if (profile_finish(&l, st))
+			warnf("could not append the end of the session to %s", o.output);
+		wait_for_stragglers(l.output_abs, 2000);
 	}
-	int code;
-	if (launch_start(&o, &l, &code, err, sizeof(err))) {
-		errorf("%s", err);
-		if (tmp_raw[0])
-			unlink(tmp_raw);
-		return code;
-	}
-	int st = launch_wait(&l);
-	if (profile_finish(&l, st))
-		warnf("could not append the end of the session to %s", o.output);
-
-	wait_for_stragglers(l.output_abs, 2000);
 	struct summary s = { 0 };
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
 	if (!r) {
@@ -341,6 +436,8 @@ int cmd_record(int argc, char **argv)
 			unlink(tmp_raw);
 		if (s.unsupported)
 			errorf("nothing was profiled: no agent build for Python %s", s.unsupported_versions);
+		else if (pid)
+			errorf("nothing was recorded from process %u", pid);
 		else
 			errorf("no Python process was seen: nothing was profiled (is '%s' a Python program?)",
 			       o.argv[0]);

@@ -25,6 +25,8 @@ static const struct {
 	{ "annotate", cmd_annotate, "show the Python source with the cost of every line" },
 	{ "convert", cmd_convert, "convert a profile for another tool (KCachegrind, speedscope, ...)" },
 	{ "dump", cmd_dump, "list the records of a .strata file (for debugging strata itself)" },
+	{ "top", cmd_top, "live view of a running program's hottest functions and lines" },
+	{ "ctl", cmd_ctl, "turn sampling on and off in a running process, ask its state, dump it" },
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,145 @@
+/*
+ * attach.c — see attach.h.
+ */
+#include "attach.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/ctlproto.h"
+#include "../common/format.h"
+#include "ctlclient.h"
+
+int attach_alive(pid_t pid)
+{
+	if (kill(pid, 0) != 0 && errno != EPERM)
+		return 0;
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* The process's command line, for the session record. */
+static int target_argv(pid_t pid, char *buf, size_t n, char **argv, int max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t len = fd >= 0 ? read(fd, buf, n - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	int argc = 0;
+	if (len > 0) {
+		buf[len] = 0;
+		for (ssize_t i = 0; i < len && argc < max; i += (ssize_t)strlen(buf + i) + 1)
+			argv[argc++] = buf + i;
+	}
+	return argc;
+}
+
+int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow, char *err,
+		 size_t errlen)
+{
+	memset(a, 0, sizeof(*a));
+	a->pid = pid;
+	char reply[CTL_MSG_MAX], v[4096];
+	if (ctl_call(pid, "status", -1, reply, sizeof(reply), 5000, err, errlen))
+		return -1;
+	ctl_value(reply, "python", a->python, sizeof(a->python));
+	ctl_value(reply, "mode", a->mode, sizeof(a->mode));
+	a->rate = (unsigned)strtoul(ctl_value(reply, "rate", v, sizeof(v)), NULL, 10);
+	ctl_value(reply, "output", v, sizeof(v));
+	if (v[0]) {
+		if (!borrow || v[0] != '/') {
+			snprintf(err, errlen,
+				 "process %d is already being recorded to %s; 'strata ctl %d dump FILE' copies what it has",
+				 (int)pid, v, (int)pid);
+			return -1;
+		}
+		/* Someone records it already (strata record): read that. */
+		snprintf(a->output, sizeof(a->output), "%s", v);
+		a->borrowed_sampling = !strcmp(ctl_value(reply, "sampling", v, sizeof(v)), "on");
+		if (!paused && !a->borrowed_sampling && attach_sampling(a, 1, err, errlen))
+			return -1;
+		return 0;
+	}
+
+	static char cmd[16384];
+	char *argv[256];
+	int argc = target_argv(pid, cmd, sizeof(cmd), argv, 256);
+	static char events[512];
+	ctl_value(reply, "events", events, sizeof(events));
+	if (rate && events[0]) {
+		snprintf(err, errlen, "process %d samples on events (%s): its period is fixed, -F does not apply",
+			 (int)pid, events);
+		return -1;
+	}
+	struct launch_opts o = {
+		.output = path,
+		.mode = !strcmp(a->mode, "wall") ? MODE_WALL : MODE_CPU,
+		.rate_hz = rate ? rate : a->rate,
+		.events = events[0] ? events : NULL,
+		.argv = argv,
+		.argc = argc,
+	};
+	if (profile_create(&o, &a->l, err, errlen))
+		return -1;
+	snprintf(a->output, sizeof(a->output), "%s", a->l.output_abs);
+	int fd = open(a->l.output_abs, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	char req[4400];
+	int w = snprintf(req, sizeof(req), "attach\npath=%s\npaused=%d\n", a->l.output_abs, paused);
+	if (rate)
+		snprintf(req + w, sizeof(req) - (size_t)w, "rate=%u\n", rate);
+	int rc = ctl_call(pid, req, fd, reply, sizeof(reply), 10000, err, errlen);
+	close(fd);
+	if (rc)
+		return -1;
+	if (rate)
+		a->rate = rate;
+	a->ours = 1;
+	return 0;
+}
+
+int attach_sampling(struct attach *a, int on, char *err, size_t errlen)
+{
+	char reply[CTL_MSG_MAX];
+	return ctl_call(a->pid, on ? "start" : "stop", -1, reply, sizeof(reply), 5000, err, errlen) ? -1 : 0;
+}
+
+int attach_end(struct attach *a, char *err, size_t errlen)
+{
+	char reply[CTL_MSG_MAX];
+	int rc = 0;
+	if (attach_alive(a->pid)) {
+		if (a->ours)
+			rc = ctl_call(a->pid, "detach", -1, reply, sizeof(reply), 10000, err, errlen);
+		else
+			rc = attach_sampling(a, a->borrowed_sampling, err, errlen);
+		/* It may have died between the check and the call. */
+		if (rc && !attach_alive(a->pid))
+			rc = 0;
+	}
+	if (a->ours && profile_finish(&a->l, 0) && !rc) {
+		snprintf(err, errlen, "could not append the end of the session to %s", a->output);
+		rc = -1;
+	}
+	a->ours = 0;
+	return rc ? -1 : 0;
+}

@@ -1,0 +1,49 @@
+/*
+ * attach.h — recording a process that is already running, through its
+ * agent's control channel: shared by `strata record --pid` and
+ * `strata top --pid`.
+ *
+ * The CLI creates the profile (file header and a session naming the
+ * process's command line), hands the agent a descriptor for it, and the
+ * agent streams the process into it from then on; at the end the agent is
+ * detached (its stream ended, sampling off, the process running on) and
+ * the session closed. An agent that already records somewhere (started by
+ * `strata record`) can instead be borrowed: its own output is read, and its
+ * sampling state restored at the end.
+ */
+#ifndef STRATA_ATTACH_H
+#define STRATA_ATTACH_H
+
+#include <sys/types.h>
+
+#include "../lib/launch.h"
+
+struct attach {
+	pid_t pid;
+	int ours;               /* we handed over the output (else borrowed) */
+	int borrowed_sampling;  /* borrowed: sampling was on before us */
+	struct launch l;        /* ours: the profile we created */
+	char output[4096];      /* the file the samples go to */
+	char python[64];
+	char mode[8];
+	unsigned rate;
+};
+
+/* Attaches to pid. path: the profile to create (ours). rate: 0 keeps the
+ * agent's. borrow: if the agent already has an output, use it rather than
+ * failing. Returns 0, or -1 with a one-line reason in err. */
+int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow, char *err,
+		 size_t errlen);
+
+/* Sampling on or off in the attached process. */
+int attach_sampling(struct attach *a, int on, char *err, size_t errlen);
+
+/* Ends the attach: detaches (ours) or restores the sampling state
+ * (borrowed); a process that died meanwhile is not an error. Closes our
+ * session. Returns 0 or -1 (err filled). */
+int attach_end(struct attach *a, char *err, size_t errlen);
+
+/* A process that exists and is not a zombie. */
+int attach_alive(pid_t pid);
+
+#endif

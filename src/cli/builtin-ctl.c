@@ -1,0 +1,113 @@
+/*
+ * builtin-ctl.c — `strata ctl PID COMMAND`: talks to the agent of a running
+ * process over its control channel (docs/control.md).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "../common/ctlproto.h"
+#include "ctlclient.h"
+
+static const char usage_text[] =
+	"usage: strata ctl PID COMMAND\n"
+	"\n"
+	"Controls the strata agent in a running process (one started by strata record,\n"
+	"or with the agent preloaded and STRATA_AGENT=1; see docs/control.md).\n"
+	"\n"
+	"commands:\n"
+	"  status       the agent's state: sampling on/off, samples, dropped, threads,\n"
+	"               output\n"
+	"  start        turn sampling on\n"
+	"  stop         turn sampling off (a stopped agent takes no samples and no\n"
+	"               signals)\n"
+	"  dump FILE    write what was recorded so far to FILE, as a finished profile\n"
+	"  detach       end the recording: the process runs on, sampling off, with no\n"
+	"               output until something attaches again\n"
+	"\n"
+	"Only the process's own user may control it.\n";
+
+static int parse_pid(const char *s, pid_t *pid)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || v <= 0 || v > 0x7fffffff)
+		return -1;
+	*pid = (pid_t)v;
+	return 0;
+}
+
+/* "key=value" lines of a reply as "key: value", aligned. */
+static void print_reply(const char *reply)
+{
+	const char *p = strchr(reply, '\n');
+	while (p && *++p) {
+		const char *nl = strchr(p, '\n');
+		size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+		const char *eq = memchr(p, '=', ll);
+		if (eq)
+			printf("%-9.*s %.*s\n", (int)(eq - p), p, (int)(ll - (size_t)(eq - p) - 1), eq + 1);
+		p = nl;
+	}
+}
+
+int cmd_ctl(int argc, char **argv)
+{
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (argc < 3)
+		die_usage(usage_text);
+	pid_t pid;
+	if (parse_pid(argv[1], &pid)) {
+		errorf("'%s' is not a process id", argv[1]);
+		return 2;
+	}
+	const char *cmd = argv[2];
+	char reply[CTL_MSG_MAX], err[1024];
+	int rc;
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "start") || !strcmp(cmd, "stop") || !strcmp(cmd, "detach") ||
+	    !strcmp(cmd, "flush")) {
+		if (argc != 3)
+			die_usage(usage_text);
+		rc = ctl_call(pid, cmd, -1, reply, sizeof(reply), 10000, err, sizeof(err));
+		if (rc == 0 && !strcmp(cmd, "status"))
+			print_reply(reply);
+		else if (rc == 0 && strcmp(cmd, "flush"))
+			printf("strata: process %d: sampling %s%s\n", (int)pid, !strcmp(cmd, "start") ? "on" : "off",
+			       !strcmp(cmd, "detach") ? ", output closed" : "");
+	} else if (!strcmp(cmd, "dump")) {
+		if (argc != 4)
+			die_usage(usage_text);
+		const char *file = argv[3];
+		int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			errorf("cannot write %s: %s", file, strerror(errno));
+			return 2;
+		}
+		/* The agent writes through our descriptor: the file is made
+		 * here, by us, relative to our directory. */
+		rc = ctl_call(pid, "dump", fd, reply, sizeof(reply), 120000, err, sizeof(err));
+		close(fd);
+		if (rc == 0) {
+			char b[32];
+			printf("strata: process %d: wrote %s bytes to %s\n", (int)pid, ctl_value(reply, "bytes", b, sizeof(b)),
+			       file);
+		} else {
+			unlink(file);
+		}
+	} else {
+		errorf("unknown ctl command '%s'", cmd);
+		die_usage(usage_text);
+	}
+	if (rc) {
+		errorf("%s", err);
+		return rc < 0 ? 2 : 1;
+	}
+	return 0;
+}

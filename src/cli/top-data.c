@@ -1,0 +1,195 @@
+/*
+ * top-data.c — what one screen of `strata top` shows, from the profile
+ * model: two aggregations (the last interval, through agg_filter's
+ * first_sample, and everything since the start) joined row by row.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "top.h"
+#include "../export/labels.h"
+
+static double pct(uint64_t v, uint64_t total) { return total ? 100.0 * (double)v / (double)total : 0.0; }
+
+static uint64_t row_key(const struct agg_row *r) { return (uint64_t)r->func << 32 | r->line; }
+
+static int key_cmp(const void *a, const void *b)
+{
+	uint64_t x = row_key(a), y = row_key(b);
+	return x < y ? -1 : x > y;
+}
+
+struct sort_ctx {
+	int key; /* 0..3: last self, last total, all self, all total */
+};
+
+static double sort_val(const struct top_row *r, int key)
+{
+	switch (key) {
+	case 0: return r->last_self;
+	case 1: return r->last_total;
+	case 2: return r->all_self;
+	default: return r->all_total;
+	}
+}
+
+static int row_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct top_row *x = a, *y = b;
+	int k = ((const struct sort_ctx *)ctx)->key;
+	/* The chosen column, then the same measure over the other window,
+	 * then since start, so rows that are quiet now keep a stable order. */
+	int keys[4] = { k, k ^ 2, 2, 3 };
+	for (int i = 0; i < 4; i++) {
+		double u = sort_val(x, keys[i]), v = sort_val(y, keys[i]);
+		if (u != v)
+			return u > v ? -1 : 1;
+	}
+	if (x->func != y->func)
+		return x->func < y->func ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+int top_frame_build(const struct profile *p, const struct top_settings *s, uint64_t mark, uint64_t dropped_mark,
+		    double interval_s, double elapsed_s, struct top_frame *f)
+{
+	memset(f, 0, sizeof(*f));
+	uint32_t ev = s->event < p->nevents ? s->event : 0;
+	struct agg_filter fa = { .pid = s->pid, .tid = s->tid };
+	struct agg_filter fl = fa;
+	fl.first_sample = mark;
+	struct agg *all = profile_aggregate(p, &fa, ev);
+	struct agg *last = profile_aggregate(p, &fl, ev);
+	struct agg_row *lrows = NULL;
+	int rc = -1;
+	if (!all || !last)
+		goto out;
+	const struct agg_row *arows = s->lines ? all->lines : all->funcs;
+	uint32_t an = s->lines ? all->nlines : all->nfuncs;
+	uint32_t ln = s->lines ? last->nlines : last->nfuncs;
+	lrows = malloc(((size_t)ln + 1) * sizeof(*lrows));
+	f->rows = calloc((size_t)an + 1, sizeof(*f->rows));
+	if (!lrows || !f->rows)
+		goto out;
+	memcpy(lrows, s->lines ? last->lines : last->funcs, (size_t)ln * sizeof(*lrows));
+	qsort(lrows, ln, sizeof(*lrows), key_cmp);
+	/* Every row of the interval is a row since start. */
+	for (uint32_t i = 0; i < an; i++) {
+		const struct agg_row *a = &arows[i];
+		struct top_row *r = &f->rows[f->nrows++];
+		r->func = a->func;
+		r->line = a->line;
+		r->all_self = pct(a->self[ev], all->totals[ev]);
+		r->all_total = pct(a->total[ev], all->totals[ev]);
+		const struct agg_row *l = bsearch(a, lrows, ln, sizeof(*lrows), key_cmp);
+		if (l) {
+			r->last_self = pct(l->self[ev], last->totals[ev]);
+			r->last_total = pct(l->total[ev], last->totals[ev]);
+		}
+	}
+	struct sort_ctx ctx = { (s->window_all ? 2 : 0) + (s->sort == SORT_TOTAL) };
+	qsort_r(f->rows, f->nrows, sizeof(*f->rows), row_cmp, &ctx);
+
+	f->samples_all = all->totals[0];
+	f->samples_last = last->totals[0];
+	f->interval_s = interval_s;
+	f->elapsed_s = elapsed_s;
+	f->rate = interval_s > 0 ? (double)f->samples_last / interval_s : 0;
+	f->dropped = p->dropped;
+	f->dropped_last = p->dropped > dropped_mark ? p->dropped - dropped_mark : 0;
+	for (uint32_t i = 0; i < p->nprocs; i++)
+		if (!(p->procs[i].flags & PROC_UNSUPPORTED) && (!s->pid || p->procs[i].pid == s->pid))
+			f->procs++;
+	for (uint32_t i = 0; i < p->nthreads; i++)
+		if ((!s->pid || p->threads[i].pid == s->pid) && (!s->tid || p->threads[i].tid == s->tid))
+			f->threads++;
+	rc = 0;
+out:
+	if (rc)
+		top_frame_free(f);
+	free(lrows);
+	agg_free(all);
+	agg_free(last);
+	return rc;
+}
+
+void top_frame_free(struct top_frame *f)
+{
+	free(f->rows);
+	f->rows = NULL;
+	f->nrows = 0;
+}
+
+void top_row_text(const struct profile *p, const struct top_settings *s, const struct top_row *r, char *name,
+		  size_t nn, char *loc, size_t ln)
+{
+	const struct pfunc *fn = &p->funcs[r->func];
+	snprintf(name, nn, "%s", fn->name);
+	const char *file = fn->file && *fn->file ? path_base(fn->file) : NULL;
+	uint32_t line = s->lines ? r->line : fn->line;
+	if (file && line)
+		snprintf(loc, ln, "%s:%u", file, line);
+	else if (file)
+		snprintf(loc, ln, "%s", file);
+	else if (fn->module)
+		snprintf(loc, ln, "%s", path_base(fn->module));
+	else
+		snprintf(loc, ln, "%s", "");
+}
+
+void top_filter_text(const struct profile *p, const struct top_settings *s, char *thr, size_t tn, char *proc,
+		     size_t pn)
+{
+	snprintf(thr, tn, "all");
+	snprintf(proc, pn, "all");
+	for (uint32_t i = 0; s->tid && i < p->nthreads; i++)
+		if (p->threads[i].tid == s->tid && (!s->pid || p->threads[i].pid == s->pid)) {
+			snprintf(thr, tn, "%s (%u)", p->threads[i].name ? p->threads[i].name : "?", s->tid);
+			break;
+		}
+	for (uint32_t i = 0; s->pid && i < p->nprocs; i++)
+		if (p->procs[i].pid == s->pid) {
+			snprintf(proc, pn, "%u", s->pid);
+			break;
+		}
+}
+
+void top_next_thread(const struct profile *p, struct top_settings *s)
+{
+	int found = !s->tid;
+	for (uint32_t i = 0; i < p->nthreads; i++) {
+		const struct pthread_info *t = &p->threads[i];
+		if (s->pid && t->pid != s->pid)
+			continue;
+		if (found) {
+			s->tid = t->tid;
+			return;
+		}
+		if (t->tid == s->tid)
+			found = 1;
+	}
+	s->tid = 0;
+}
+
+void top_next_process(const struct profile *p, struct top_settings *s)
+{
+	int found = !s->pid;
+	s->tid = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const struct pprocess *pr = &p->procs[i];
+		if (pr->flags & PROC_UNSUPPORTED)
+			continue;
+		if (found) {
+			/* The same pid twice (an exec) is one entry. */
+			if (pr->pid != s->pid) {
+				s->pid = pr->pid;
+				return;
+			}
+			continue;
+		}
+		if (pr->pid == s->pid)
+			found = 1;
+	}
+	s->pid = 0;
+}

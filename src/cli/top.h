@@ -1,0 +1,133 @@
+/*
+ * top.h — `strata top`, the live view (docs/top.md). Split by concern:
+ *
+ *   builtin-top.c  options, the refresh loop, keys, signals, quitting
+ *   top-target.c   the program watched: started under `strata record`, or
+ *                  attached to by pid; sampling on/off, leaving it running
+ *   top-data.c     what a screen shows, computed from the profile model
+ *                  (no terminal code: the curses and plain views share it)
+ *   top-view.c     drawing it: ncurses, or plain periodic text
+ */
+#ifndef STRATA_TOP_H
+#define STRATA_TOP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "attach.h"
+#include "../lib/profile.h"
+
+/* ---- top-target.c ------------------------------------------------------- */
+
+struct top_target {
+	int started;            /* we ran the command (under strata record) */
+	pid_t record_pid;       /* that strata record, in its own process group
+	                         * when the view owns the terminal */
+	int own_group;
+	int ended;              /* the program is gone */
+	int status;             /* started: strata record's wait status */
+	struct attach att;      /* --pid */
+	char file[4096];        /* the profile being tailed */
+	int temp_file;          /* ours to remove at the end */
+	char log[4096];         /* started with curses: where the program's output goes */
+};
+
+struct top_launch {
+	char **argv;            /* command, or NULL with pid */
+	pid_t pid;
+	const char *output;     /* -o: keep the profile here */
+	char **record_opts;     /* options passed on to strata record */
+	int nrecord_opts;
+	unsigned rate_hz;       /* --pid: 0 keeps the agent's */
+	int redirect;           /* send the program's output to a log file */
+};
+
+int target_open(struct top_target *t, const struct top_launch *l, char *err, size_t errlen);
+/* Polls for the program's end; returns 1 while it runs. */
+int target_alive(struct top_target *t);
+/* Python processes of the target that have a control channel. */
+int target_pids(struct top_target *t, pid_t *out, int max);
+/* Sampling on/off in every process of the target. Returns 0, or -1 with
+ * err filled (when no process could be reached). */
+int target_set_sampling(struct top_target *t, int on, char *err, size_t errlen);
+/* Whether sampling is on in the target's first process: 1, 0, -1 unknown. */
+int target_sampling(struct top_target *t);
+/* Leaves the program running: detaches every agent (or, attached, ends
+ * the attach). */
+int target_leave(struct top_target *t, char *err, size_t errlen);
+/* Stops a program we started: signal to its group, then waits (bounded),
+ * escalating to SIGTERM and SIGKILL. */
+void target_stop(struct top_target *t, int sig);
+/* Waits up to ms for a started program to end by itself. */
+void target_wait(struct top_target *t, int ms);
+/* Removes what is ours (temporary profile, empty log). */
+void target_close(struct top_target *t);
+
+/* ---- top-data.c --------------------------------------------------------- */
+
+enum top_sort { SORT_SELF = 0, SORT_TOTAL = 1 };
+
+struct top_settings {
+	int lines;              /* line view (else functions) */
+	int sort;               /* SORT_SELF / SORT_TOTAL */
+	int window_all;         /* sort by since-start (else the last interval) */
+	uint32_t event;         /* event column shown and sorted by */
+	uint32_t pid, tid;      /* filters, 0 = all */
+};
+
+struct top_row {
+	uint32_t func, line;
+	double last_self, last_total;   /* percent of the interval's event total */
+	double all_self, all_total;     /* percent since start */
+};
+
+struct top_frame {
+	/* header */
+	uint64_t samples_all, samples_last;  /* event 0 (sample weights) */
+	double rate;                          /* samples per second over the interval */
+	double interval_s, elapsed_s;
+	uint64_t dropped, dropped_last;
+	uint32_t procs, threads;
+	/* rows, sorted */
+	struct top_row *rows;
+	uint32_t nrows;
+};
+
+/* Builds a frame: rows over samples [mark, nsamples) (the last interval)
+ * and over all samples. Returns 0 or -1 (out of memory). */
+int top_frame_build(const struct profile *p, const struct top_settings *s, uint64_t mark, uint64_t dropped_mark,
+		    double interval_s, double elapsed_s, struct top_frame *f);
+void top_frame_free(struct top_frame *f);
+/* The row's name and location ("heavy", "split.py:10"). */
+void top_row_text(const struct profile *p, const struct top_settings *s, const struct top_row *r, char *name,
+		  size_t nn, char *loc, size_t ln);
+/* Label of the thread / process filter ("all", "busy-1 (1234)"). */
+void top_filter_text(const struct profile *p, const struct top_settings *s, char *thr, size_t tn, char *proc,
+		     size_t pn);
+/* Next thread / process for the filter keys, cycling through "all". */
+void top_next_thread(const struct profile *p, struct top_settings *s);
+void top_next_process(const struct profile *p, struct top_settings *s);
+
+/* ---- top-view.c --------------------------------------------------------- */
+
+struct top_status {
+	const char *command;
+	pid_t pid;
+	int sampling;           /* 1 on, 0 off, -1 unknown */
+	int frozen;
+	const char *message;    /* one line at the bottom, or NULL */
+	const char *prompt;     /* a question waiting for a key, or NULL */
+};
+
+int view_curses_open(void);   /* 0, or -1 if the terminal cannot do it */
+void view_curses_close(void); /* restores the terminal; safe to call twice */
+void view_curses_draw(const struct profile *p, const struct top_settings *s, const struct top_frame *f,
+		      const struct top_status *st);
+/* A key, or -1 after timeout_ms. */
+int view_curses_key(int timeout_ms);
+void view_curses_help(void);
+/* One plain-text block: header and up to `rows` rows. */
+void view_plain_print(const struct profile *p, const struct top_settings *s, const struct top_frame *f,
+		      const struct top_status *st, int rows, int all_only);
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * ctlproto.c — see ctlproto.h.
+ */
+#include "ctlproto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int ctl_sock_dir(char *out, size_t n, const char *xdg, uid_t uid)
+{
+	struct stat st;
+	/* A runtime directory is only used when it is really this user's:
+	 * a service may inherit someone else's XDG_RUNTIME_DIR. The CLI
+	 * applies the same rule to the target's environment. */
+	if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid) {
+		int w = snprintf(out, n, "%s/strata", xdg);
+		if (w > 0 && (size_t)w < n)
+			return 0;
+	}
+	int w = snprintf(out, n, "/tmp/strata-%u", (unsigned)uid);
+	return w > 0 && (size_t)w < n ? 0 : -1;
+}
+
+int ctl_sock_path(char *out, size_t n, const char *dir, pid_t pid)
+{
+	struct sockaddr_un sa;
+	size_t lim = n < sizeof(sa.sun_path) ? n : sizeof(sa.sun_path);
+	int w = snprintf(out, lim, "%s/%d.sock", dir, (int)pid);
+	return w > 0 && (size_t)w < lim ? 0 : -1;
+}
+
+int ctl_prepare_dir(const char *dir)
+{
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	if (lstat(dir, &st) != 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		/* A symlink, a file, or another user's directory planted
+		 * where ours belongs: never put a socket there. */
+		errno = EPERM;
+		return -1;
+	}
+	if ((st.st_mode & 077) && chmod(dir, 0700) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+int ctl_send(int sock, const char *msg, size_t len, int fd)
+{
+	struct iovec iov = { (void *)msg, len };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	ssize_t w;
+	do
+		w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	return w == (ssize_t)len ? 0 : -1;
+}
+
+long ctl_recv(int sock, char *buf, size_t n, int *fd)
+{
+	*fd = -1;
+	struct iovec iov = { buf, n - 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	ssize_t r;
+	do
+		r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int d;
+			memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = d;
+			else
+				close(d);
+		}
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		errno = EMSGSIZE;
+		return -1;
+	}
+	buf[r] = 0;
+	return (long)r;
+}
+
+const char *ctl_get(const char *msg, const char *key, char *out, size_t n)
+{
+	size_t kl = strlen(key);
+	if (n)
+		out[0] = 0;
+	/* Keys live on the lines after the first. */
+	const char *p = strchr(msg, '\n');
+	while (p) {
+		p++;
+		const char *nl = strchr(p, '\n');
+		size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+		if (ll > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+			size_t vl = ll - kl - 1;
+			if (n) {
+				if (vl >= n)
+					vl = n - 1;
+				memcpy(out, p + kl + 1, vl);
+				out[vl] = 0;
+			}
+			return out;
+		}
+		p = nl;
+	}
+	return NULL;
+}
