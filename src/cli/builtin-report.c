@@ -309,6 +309,83 @@ static void split_width(int avail, int a, int b, int share_a, int *wa, int *wb)
 		*wb = 12;
 }
 
+/* An extension module's file name without CPython's ABI tag:
+ * "_umath.cpython-311-x86_64-linux-gnu.so" -> "_umath.so". */
+static const char *short_object(const char *name, char *buf, size_t n)
+{
+	const char *tag = strstr(name, ".cpython-");
+	const char *so = tag ? strstr(tag, ".so") : NULL;
+	if (!tag || !so)
+		return name;
+	snprintf(buf, n, "%.*s%s", (int)(tag - name), name, so);
+	return buf;
+}
+
+/* The name a table shows. Python names as they are; a native C++ name
+ * loses its parameter list, " const", clone suffixes and the insides of
+ * template arguments (the JSON keeps the whole name), and an unnamed
+ * function's object loses CPython's ABI tag, so that a narrow column
+ * still shows which function it is rather than the tail of its
+ * signature. */
+static const char *display_name(const struct pfunc *f, char *buf, size_t n)
+{
+	if (f->kind != PK_NATIVE || !f->name)
+		return f->name;
+	const char *s = f->name;
+	size_t o = 0;
+	if (strstr(s, ".so+0x"))  /* object.cpython-311-x86_64-linux-gnu.so+0x1fb0 */
+		return short_object(s, buf, n);
+	int tmpl = 0;
+	for (; *s && o + 8 < n; s++) {
+		if (!strncmp(s, " [clone ", 8))
+			break;
+		if (*s == '(' && tmpl == 0) {
+			/* "(anonymous namespace)" is part of a name; a parameter
+			 * list ends it unless a scope follows. */
+			if (!strncmp(s, "(anonymous namespace)", 21)) {
+				memcpy(buf + o, "(anon)", 6);
+				o += 6;
+				s += 20;
+				continue;
+			}
+			const char *e = s;
+			int d = 0;
+			for (; *e; e++) {
+				if (*e == '(')
+					d++;
+				else if (*e == ')' && --d == 0)
+					break;
+			}
+			if (*e && e[1] == ':' && e[2] == ':') {
+				s = e;
+				continue;
+			}
+			break;
+		}
+		if (*s == '<') {
+			if (tmpl++ == 0) {
+				buf[o++] = '<';
+				buf[o++] = '.';
+				buf[o++] = '.';
+			}
+			continue;
+		}
+		if (*s == '>' && tmpl > 0) {
+			if (--tmpl == 0)
+				buf[o++] = '>';
+			continue;
+		}
+		if (tmpl == 0)
+			buf[o++] = *s;
+	}
+	buf[o] = 0;
+	/* A template function's demangled name starts with its return type. */
+	char *sp = strrchr(buf, ' ');
+	if (sp && sp[1] && !strstr(buf, "operator"))
+		memmove(buf, sp + 1, strlen(sp + 1) + 1);
+	return o ? buf : f->name;
+}
+
 /* Where a function's frame is: file:line, or for native code without
  * debug information the object it is in. */
 static void location(char *out, size_t n, const struct pfunc *fn, uint32_t line, const char *cwd)
@@ -316,7 +393,8 @@ static void location(char *out, size_t n, const struct pfunc *fn, uint32_t line,
 	const char *file = fn->file;
 	if ((!file || !*file) && fn->module && *fn->module) {
 		const char *b = strrchr(fn->module, '/');
-		snprintf(out, n, "%s", b && b[1] ? b + 1 : fn->module);
+		char sb[1024];
+		snprintf(out, n, "%s", short_object(b && b[1] ? b + 1 : fn->module, sb, sizeof(sb)));
 		return;
 	}
 	const char *f = file && *file ? short_path(file, cwd) : "";
@@ -431,7 +509,8 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		const struct pfunc *f = &p->funcs[r->func];
 		if (r->total[0] > max)
 			max = r->total[0];
-		int nl = (int)text_width(f->name);
+		char dn[1024];
+		int nl = (int)text_width(display_name(f, dn, sizeof(dn)));
 		location(loc, sizeof(loc), f, f->line, cwd);
 		int ll = (int)text_width(loc);
 		nw_name = nl > nw_name ? nl : nw_name;
@@ -462,7 +541,8 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		printf("%6.1f%% %*" PRIu64 "  %6.1f%% %*" PRIu64 "  ", pct(r->self[0], a->totals[0]), nw, r->self[0],
 		       pct(r->total[0], a->totals[0]), nw, r->total[0]);
 		evcols_row(&ec, r->self);
-		put_cell(f->name, (size_t)wf, 1, 0);
+		char dn[1024];
+		put_cell(display_name(f, dn, sizeof(dn)), (size_t)wf, 1, 0);
 		printf("  ");
 		fit_location(loc, sizeof(loc), f, f->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
@@ -520,7 +600,8 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		if (r->self[0] > max)
 			max = r->self[0];
 		location(loc, sizeof(loc), f, r->line, cwd);
-		int ll = (int)text_width(loc), fl = (int)text_width(f->name);
+		char dn[1024];
+		int ll = (int)text_width(loc), fl = (int)text_width(display_name(f, dn, sizeof(dn)));
 		nw_loc = ll > nw_loc ? ll : nw_loc;
 		nw_fn = fl > nw_fn ? fl : nw_fn;
 	}
@@ -553,7 +634,8 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		printf("  ");
 		int has_src = (f->kind == PK_PYTHON || f->kind == PK_NATIVE) &&
 			      src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
-		put_cell(f->name, (size_t)wf, 1, has_src ? PAD_LEFT : NO_PAD);
+		char dn[1024];
+		put_cell(display_name(f, dn, sizeof(dn)), (size_t)wf, 1, has_src ? PAD_LEFT : NO_PAD);
 		if (has_src) {
 			printf("  ");
 			put_cell(text, (size_t)ws, 0, NO_PAD);
