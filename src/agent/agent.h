@@ -15,6 +15,8 @@
  *                stacks, compresses and appends chunks to the output
  *   ring.c       per-thread SPSC sample rings
  *   unwind.c     --native: module map, CFI tables, the in-handler unwinder
+ *   sleeps.c     interposed nanosleep/select/poll/...: SIGPROF held inside
+ *                the calls a handler would cut short with EINTR
  *   control.c    the control channel: a Unix socket per process (and the
  *                same commands for in-process callers): sampling on/off,
  *                status, dump, attaching and detaching an output
@@ -201,6 +203,7 @@ int signals_install(void);
  * and our SIGPROF handler (writer thread). */
 int signals_guard_check(void);
 void signals_retake_prof(void);
+int signals_app_handles(int sig);
 extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 void signals_resolve(void);
 

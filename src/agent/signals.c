@@ -182,6 +182,18 @@ int signals_guard_check(void)
 	return 0;
 }
 
+/* Whether the application has a handler of its own for `sig` (one we
+ * chain to). */
+int signals_app_handles(int sig)
+{
+	if (sig <= 0 || sig >= NSIG || !managed[sig])
+		return 0;
+	const struct sigaction *a = &app_act[sig];
+	if (a->sa_flags & SA_SIGINFO)
+		return a->sa_sigaction != NULL;
+	return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
 void signals_retake_prof(void) { retake(SIGPROF, on_prof, SA_RESTART); }
 
 int signals_install(void)

@@ -1,0 +1,181 @@
+/*
+ * sleeps.c — interposed blocking calls that a signal handler always cuts
+ * short.
+ *
+ * SA_RESTART makes the kernel restart most system calls our SIGPROF
+ * handler interrupts, but not these (signal(7)): nanosleep and
+ * clock_nanosleep, select/pselect, poll/ppoll, epoll_wait/epoll_pwait,
+ * sigsuspend and pause fail with EINTR whenever a handler runs, whatever
+ * its flags. A sample signal can land in one of them: the perf task-clock
+ * overflows in the kernel on the way into the call, or in wall mode the
+ * sampler sees a thread running an instant before it blocks. The program
+ * would then see an EINTR it never sees without the profiler (Python
+ * retries some of these, C code rarely does).
+ *
+ * So a sampled thread holds SIGPROF while it is inside one of them: the
+ * wrappers add it to the blocked set for the duration of the call (the
+ * variants that take a signal mask get it added to a copy), and a pending
+ * sample is taken as soon as the call returns. A blocked thread takes no
+ * CPU time and wall mode reads blocked threads from outside, so nothing is
+ * lost. The cost is two rt_sigprocmask calls per wrapped call, and only in
+ * threads the agent samples.
+ *
+ * An application that handles SIGPROF itself (its own ITIMER_PROF
+ * profiler) may be waiting for it in one of these calls: then nothing is
+ * held, and it sees what it would see without us.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+/* Looks the next definition up once; dlsym is not called from a signal
+ * handler (these are not async-signal-safe callers' business: an
+ * application calling nanosleep from its own handler before the first
+ * normal call would resolve here, and dlsym there is what every LD_PRELOAD
+ * interposer does). */
+#define REAL(name)                                                                     \
+	static __typeof__(name) *real_##name;                                          \
+	if (!real_##name)                                                              \
+		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);             \
+	if (!real_##name) {                                                            \
+		errno = ENOSYS;                                                        \
+		return -1;                                                             \
+	}
+
+/* Whether this thread is sampled: then it holds SIGPROF across the call. */
+static int hold(sigset_t *old)
+{
+	if (!tls_slot || !agent.active || signals_app_handles(SIGPROF))
+		return 0;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGPROF);
+	return pthread_sigmask(SIG_BLOCK, &s, old) == 0;
+}
+
+static void release(int held, const sigset_t *old)
+{
+	if (!held)
+		return;
+	int e = errno;
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+	errno = e;
+}
+
+/* A caller's mask with SIGPROF added, for the calls that install one. */
+static const sigset_t *with_prof(const sigset_t *mask, sigset_t *copy)
+{
+	if (!mask || !tls_slot || !agent.active || signals_app_handles(SIGPROF))
+		return mask;
+	*copy = *mask;
+	sigaddset(copy, SIGPROF);
+	return copy;
+}
+
+#define HELD(call)                        \
+	do {                              \
+		sigset_t old;             \
+		int held = hold(&old);    \
+		__typeof__(call) held_ret = call; \
+		release(held, &old);      \
+		return held_ret;          \
+	} while (0)
+
+AGENT_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	REAL(nanosleep);
+	HELD(real_nanosleep(req, rem));
+}
+
+AGENT_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
+{
+	/* Returns the error number instead of setting errno. */
+	static __typeof__(clock_nanosleep) *real_clock_nanosleep;
+	if (!real_clock_nanosleep)
+		real_clock_nanosleep = (__typeof__(clock_nanosleep) *)dlsym(RTLD_NEXT, "clock_nanosleep");
+	if (!real_clock_nanosleep)
+		return ENOSYS;
+	HELD(real_clock_nanosleep(clk, flags, req, rem));
+}
+
+AGENT_EXPORT int usleep(useconds_t usec)
+{
+	REAL(usleep);
+	HELD(real_usleep(usec));
+}
+
+AGENT_EXPORT unsigned int sleep(unsigned int seconds)
+{
+	static __typeof__(sleep) *real_sleep;
+	if (!real_sleep)
+		real_sleep = (__typeof__(sleep) *)dlsym(RTLD_NEXT, "sleep");
+	if (!real_sleep)
+		return seconds;
+	HELD(real_sleep(seconds));
+}
+
+AGENT_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+	REAL(select);
+	HELD(real_select(n, r, w, e, tv));
+}
+
+AGENT_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts, const sigset_t *mask)
+{
+	REAL(pselect);
+	sigset_t copy;
+	if (mask)
+		return real_pselect(n, r, w, e, ts, with_prof(mask, &copy));
+	HELD(real_pselect(n, r, w, e, ts, mask));
+}
+
+AGENT_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	REAL(poll);
+	HELD(real_poll(fds, n, timeout));
+}
+
+AGENT_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	REAL(ppoll);
+	sigset_t copy;
+	if (mask)
+		return real_ppoll(fds, n, ts, with_prof(mask, &copy));
+	HELD(real_ppoll(fds, n, ts, mask));
+}
+
+AGENT_EXPORT int epoll_wait(int fd, struct epoll_event *ev, int max, int timeout)
+{
+	REAL(epoll_wait);
+	HELD(real_epoll_wait(fd, ev, max, timeout));
+}
+
+AGENT_EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+	REAL(epoll_pwait);
+	sigset_t copy;
+	if (mask)
+		return real_epoll_pwait(fd, ev, max, timeout, with_prof(mask, &copy));
+	HELD(real_epoll_pwait(fd, ev, max, timeout, mask));
+}
+
+AGENT_EXPORT int sigsuspend(const sigset_t *mask)
+{
+	REAL(sigsuspend);
+	sigset_t copy;
+	return real_sigsuspend(with_prof(mask, &copy));
+}
+
+AGENT_EXPORT int pause(void)
+{
+	REAL(pause);
+	HELD(real_pause());
+}
