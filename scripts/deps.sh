@@ -17,10 +17,10 @@ what=${1:-test}
 BUILD="gcc make pkg-config libzstd-dev zlib1g-dev libdw-dev libelf-dev libcapstone-dev libncurses-dev python3-dev"
 # The demo profiles a program that mixes Python, NumPy and Numba.
 DEMO="python3-numpy python3-numba"
-# Tests: pytest, sanitizers and libFuzzer (clang), valgrind, perf, tmux for
+# Tests: pytest (and xdist: the functional suite runs on every core), sanitizers and libFuzzer (clang), valgrind, perf, tmux for
 # the live view, and the real consumers of every export format. (Node.js
 # and npm come with the machine: Debian's npm package would fight them.)
-TEST="python3-pytest python3-venv clang libclang-rt-14-dev valgrind linux-perf tmux libdevel-nytprof-perl protobuf-compiler chromium"
+TEST="python3-pytest python3-pytest-xdist python3-venv clang libclang-rt-14-dev valgrind linux-perf tmux libdevel-nytprof-perl protobuf-compiler chromium"
 
 # pprof export tests (issue 3): `go tool pprof`, from Debian's golang-go
 # unless a Go toolchain is already installed.

@@ -7,4 +7,12 @@ cd "$(dirname "$0")/.."
 scripts/pyenvs.sh
 # The format consumers (speedscope, profiler-cli, playwright-core) for the export tests.
 scripts/npm-deps.sh
-exec /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests/func "$@"
+# One pytest worker per core (STRATA_TEST_JOBS overrides; 1 runs serially):
+# most tests wait on a profiled program, so they overlap well, and the
+# assertions compare shares and ratios, never absolute times.
+jobs="${STRATA_TEST_JOBS:-$(nproc)}"
+par=""
+if [ "$jobs" -gt 1 ] && /usr/bin/python3 -c "import xdist" 2>/dev/null; then
+	par="-n $jobs"
+fi
+exec /usr/bin/python3 -m pytest -p no:cacheprovider -ra --durations=15 $par tests/func "$@"
