@@ -171,6 +171,36 @@ static const struct cfi_rules *cpython_trampoline(uint64_t ra, struct cfi_rules 
 	return out;
 }
 
+/* The interrupted pc is in no object and has no unwind information: code
+ * generated at run time (a JIT that writes only a perf map). Two shapes
+ * are common and checkable: a frameless leaf (the return address on top
+ * of the stack) and a frame-pointer frame (push %rbp; mov %rsp,%rbp). A
+ * guess counts only if the return address it yields lies in a known
+ * object; else the stack stops here as before. */
+static const struct cfi_rules *anon_leaf(const struct usnap *snap, const uint64_t *r, uint32_t valid,
+					 struct cfi_rules *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->cfa.kind = CFA_REG;
+	out->r[DW_RA].kind = REG_AT_CFA;
+	out->r[DW_RA].off = -8;
+	if ((valid & (1u << DW_RSP)) && find_ent(snap, load(r[DW_RSP]) - 1)) {
+		out->cfa.reg = DW_RSP;
+		out->cfa.off = 8;
+		return out;
+	}
+	uint64_t bp = r[DW_RBP];
+	if ((valid & (1u << DW_RBP)) && bp > r[DW_RSP] && bp - r[DW_RSP] < (1u << 20) && !(bp & 7) &&
+	    find_ent(snap, load(bp + 8) - 1)) {
+		out->cfa.reg = DW_RBP;
+		out->cfa.off = 16;
+		out->r[DW_RBP].kind = REG_AT_CFA;
+		out->r[DW_RBP].off = -16;
+		return out;
+	}
+	return NULL;
+}
+
 int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uint8_t *flags)
 {
 	struct usnap *snap;
@@ -227,8 +257,9 @@ int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uin
 					ru = &inplace;
 			}
 		}
-		if (!ru && !e && !exact)
-			ru = cpython_trampoline(pc, &inplace);
+		if (!ru && !e)
+			ru = exact ? (n == 1 ? anon_leaf(snap, r, valid, &inplace) : NULL)
+				   : cpython_trampoline(pc, &inplace);
 		if (!ru) {
 			*flags |= STACK_NATIVE_FAILED;
 			break;

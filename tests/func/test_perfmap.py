@@ -1,0 +1,128 @@
+"""Perf maps and CPython's perf trampolines (issue 5 item 5, issue 8 item 4).
+
+Known answers:
+- perfmap_jit.py runs machine code in an anonymous mapping that it names
+  in /tmp/perf-PID.map: the profile names it (kind "jit", module
+  "[perf-map]"), with --native under the Python line that called it.
+- perftramp.py (main -> outer -> middle -> sorted(key) -> key -> leaf)
+  under CPython 3.12+'s -X perf (and 3.13's -X perf_jit): one trampoline
+  per Python call, in anonymous memory without unwind information. The
+  merged --native stacks equal the ones without the flag: no [unknown]
+  frames, trampolines folded (shown, named from the map, only with
+  --keep-interpreter), native unwinding failing on almost no sample.
+"""
+import platform
+import subprocess
+
+import pytest
+
+from conftest import PROGRAMS, func_row, strata
+
+TRAMP = PROGRAMS / "perftramp.py"
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 machine code and trampolines")
+
+
+def collapsed(path, keep=False):
+    args = ["convert", path, "-f", "collapsed"] + (["--keep-interpreter"] if keep else [])
+    out = strata(*args)
+    assert out.returncode == 0, out.stderr
+    rows = []
+    for line in out.stdout.splitlines():
+        text, count = line.rsplit(" ", 1)
+        rows.append((text.split(";"), int(count)))
+    return rows
+
+
+def names(frames):
+    """Frame labels without their file:line suffix, for the Python and
+    perf-map frames (native frames vary with the C call path)."""
+    return [f.split(" (")[0] for f in frames]
+
+
+def leaf_stack(rows):
+    """The Python frame names of the stacks that end in leaf(), weighted."""
+    out = {}
+    for frames, c in rows:
+        py = [n for f, n in zip(frames, names(frames)) if ".py:" in f]
+        if py and py[-1] == "leaf":
+            out[tuple(py)] = out.get(tuple(py), 0) + c
+    return out
+
+
+def test_perf_map_names_anonymous_code(debian_python, record):
+    r = record(debian_python, "perfmap_jit.py", "1.5", opts=["--native"])
+    assert r.returncode == 0, r.stderr
+    rep = r.report()
+    spin = func_row(rep, "strata_test_spin")
+    assert spin["kind"] == "jit" and spin["module"] == "[perf-map]", spin
+    assert spin["self"] > 0.8 * rep["samples"], rep["functions"][:3]
+    # The unwinder gets out of the frameless leaf (return address on top of
+    # the stack), so the JIT code sits under the Python line that called it.
+    spin_line = next(i for i, l in enumerate((PROGRAMS / "perfmap_jit.py").read_text().splitlines(), 1)
+                     if "# SPIN" in l)
+    under = sum(c for frames, c in collapsed(r.path)
+                if frames[-1].startswith("strata_test_spin")
+                and any(f.startswith("spin (") and f.endswith(":%d)" % spin_line) for f in frames))
+    assert under > 0.9 * spin["self"], collapsed(r.path)[:3]
+    assert rep["native"]["failed"] < 0.05 * rep["samples"], rep["native"]
+
+
+def test_perf_map_without_native(debian_python, record):
+    """Without --native no native address is recorded: the map costs
+    nothing and the Python line holds the time."""
+    r = record(debian_python, "perfmap_jit.py", "0.5")
+    assert r.returncode == 0, r.stderr
+    assert func_row(r.report(), "spin")["self"] > 0.8 * r.report()["samples"]
+
+
+def trampoline_flags(python):
+    """The -X flags this interpreter has perf trampolines for."""
+    flags = []
+    for flag in ("perf", "perf_jit"):
+        p = subprocess.run([str(python.exe), "-X", flag, "-c",
+                            "import sys; print(sys.is_stack_trampoline_active())"],
+                           capture_output=True, text=True)
+        if p.returncode == 0 and p.stdout.strip() == "True":
+            flags.append(flag)
+    return flags
+
+
+def test_trampolines_folded(python, tmp_path):
+    if python.minor < (3, 12):
+        pytest.skip("%s: perf trampolines (-X perf) are CPython 3.12+" % python.id)
+    flags = trampoline_flags(python)
+    if not flags:
+        pytest.skip("%s was built without perf trampoline support (sys.is_stack_trampoline_active)" % python.id)
+    base = tmp_path / "base.strata"
+    r = strata("record", "-o", base, "--native", "--", python.exe, TRAMP, "1.2")
+    assert r.returncode == 0, r.stderr
+    want = leaf_stack(collapsed(base))
+    top = max(want, key=want.get)
+    assert top == ("<module>", "outer", "middle", "key", "leaf"), want
+    for flag in flags:
+        out = tmp_path / ("%s.strata" % flag)
+        r = strata("record", "-o", out, "--native", "--", python.exe, "-X", flag, TRAMP, "1.2")
+        assert r.returncode == 0, r.stderr
+        rows = collapsed(out)
+        total = sum(c for _, c in rows)
+        got = leaf_stack(rows)
+        # The same Python stack dominates, and nothing of the trampolines
+        # is left in the merged stacks.
+        assert max(got, key=got.get) == top, (flag, got)
+        assert got[top] > 0.8 * total, (flag, got)
+        odd = sum(c for frames, c in rows if any("[unknown]" in f or "[perf-map]" in f for f in frames))
+        assert odd < 0.01 * total, (flag, [x for x in rows if any("[unknown]" in f for f in x[0])][:3])
+        rep = strata("report", "--json", out)
+        import json
+        nat = json.loads(rep.stdout)["native"]
+        assert nat["failed"] < 0.02 * nat["samples"], (flag, nat)
+        # With --keep-interpreter the trampolines show, folded no more:
+        # each one right above the eval loop it calls.
+        kept = collapsed(out, keep=True)
+        tr = [f for frames, c in kept for f in frames if "[perf-map]" in f]
+        assert tr, flag
+        if flag == "perf":
+            # -X perf writes its map line by line: each trampoline has the
+            # name of its function.
+            assert any(f.startswith("py::leaf:") and f.endswith("perftramp.py ([perf-map])") for f in tr), tr[:5]
