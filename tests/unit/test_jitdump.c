@@ -181,9 +181,9 @@ static void test_gcc_versions(void)
 		free(img);
 		unlink(obj);
 	}
-	snprintf(dir + strlen(dir), 8, "/f.c");
-	unlink(dir);
-	dir[strlen(dir) - 4] = 0;
+	char src[64];
+	snprintf(src, sizeof(src), "%s/f.c", dir);
+	unlink(src);
 	rmdir(dir);
 }
 
