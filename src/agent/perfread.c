@@ -277,7 +277,8 @@ static void read_dump(void)
 	uint8_t rh[16 + 40];
 	char name[PERFMAP_NAME_MAX + 1];
 	while (budget && size - s->off >= 16) {
-		if (pread(s->fd, rh, sizeof(rh), s->off) < 16)
+		ssize_t got_hdr = pread(s->fd, rh, sizeof(rh), s->off);
+		if (got_hdr < 16)
 			return;
 		uint32_t id, total;
 		memcpy(&id, rh, 4);
@@ -289,7 +290,7 @@ static void read_dump(void)
 		}
 		if ((off_t)total > size - s->off)
 			return; /* not written whole yet */
-		if (id == JD_CODE_LOAD && total >= 16 + 40 + 1) {
+		if (id == JD_CODE_LOAD && total >= 16 + 40 + 1 && got_hdr == (ssize_t)sizeof(rh)) {
 			uint64_t addr, csize;
 			memcpy(&addr, rh + 16 + 16, 8);
 			memcpy(&csize, rh + 16 + 24, 8);

@@ -253,9 +253,20 @@ int jd_image(struct wbuf *b, const void *image, size_t size, uint32_t pid, uint3
 	struct jd_image_stats dummy;
 	struct jd_image_stats *st = stats ? stats : &dummy;
 	memset(st, 0, sizeof(*st));
+	/* The ELF structures are read in place: an image the JIT did not
+	 * align is read from an aligned copy. */
+	void *copy = NULL;
+	if ((uintptr_t)image & 7) {
+		if (!(copy = malloc(size ? size : 1)))
+			return -1;
+		memcpy(copy, image, size);
+		image = copy;
+	}
 	struct jitelf e;
-	if (jitelf_open(&e, image, size))
+	if (jitelf_open(&e, image, size)) {
+		free(copy);
 		return -1;
+	}
 	struct rows rs = { 0 };
 	size_t llen = 0;
 	uint8_t *line = jitelf_relocated(&e, ".debug_line", &llen);
@@ -289,6 +300,7 @@ int jd_image(struct wbuf *b, const void *image, size_t size, uint32_t pid, uint3
 	long r = jitelf_functions(&e, one_function, &c);
 	free(c.code);
 	rows_free(&rs);
+	free(copy);
 	if (r < 0) {
 		b->len = before;
 		return -1;

@@ -136,13 +136,19 @@ int perfmap_table_add(struct perfmap_table *t, uint64_t start, uint64_t size, co
 	char *c = strdup(name ? name : "");
 	if (!c)
 		return -1;
+	/* JITs mostly hand out addresses in increasing order (CPython's
+	 * trampolines fill one arena after another): an entry after the last
+	 * keeps the table sorted, so lookups between batches need no sort. */
+	if (t->n && start < t->e[t->n - 1].start)
+		t->sorted = 0;
+	else if (!t->n)
+		t->sorted = 1;
 	t->e[t->n] = (struct perfmap_entry){ start, size, c };
-	/* Arrival order is the index before any sort. */
+	/* Arrival order: entries are only ever appended, so the count. */
 	t->seq[t->n] = t->n;
 	t->n++;
 	if (size > t->max_size)
 		t->max_size = size;
-	t->sorted = 0;
 	return 0;
 }
 

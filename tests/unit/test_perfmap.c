@@ -143,6 +143,18 @@ static void test_table(void)
 	CHECK_EQ(perfmap_table_add(&t, 0x5000, 0, "empty"), 0);
 	CHECK_EQ(perfmap_table_add(&t, UINT64_MAX - 1, 8, "wrap"), 0);
 	CHECK_EQ(t.n, n);
+	/* Appending in address order keeps the table sorted (no re-sort per
+	 * batch), and lookups still see the new entries. */
+	CHECK(perfmap_table_find(&t, 0x100011) != NULL);
+	CHECK(t.sorted);
+	CHECK_EQ(perfmap_table_add(&t, 0x200000, 0x10, "later"), 0);
+	CHECK(t.sorted);
+	e = perfmap_table_find(&t, 0x200004);
+	CHECK(e && !strcmp(e->name, "later"));
+	CHECK_EQ(perfmap_table_add(&t, 0x1500, 0x10, "earlier"), 0);
+	CHECK(!t.sorted);
+	e = perfmap_table_find(&t, 0x1504);
+	CHECK(e && !strcmp(e->name, "earlier"));
 	CHECK(perfmap_is_cpython_trampoline("py::f:x.py"));
 	CHECK(!perfmap_is_cpython_trampoline("jitted"));
 	perfmap_table_free(&t);
