@@ -212,3 +212,21 @@ def test_perf_report_names_jit_function(debian_python, tmp_path, discovery):
     # The kernel's own instructions: most of them on the hot line.
     on_hot = sum(x[0] for x in mine if x[2].endswith("numba_perf.py:%d" % hot))
     assert on_hot > 0.6 * sum(x[0] for x in mine), mine
+
+
+def test_trampolines_folded_in_fork_child(python, tmp_path):
+    if python.minor < (3, 12) or "perf" not in trampoline_flags(python):
+        pytest.skip("%s: no -X perf trampolines" % python.id)
+    out = tmp_path / "fork.strata"
+    r = strata("record", "-o", out, "--native", "--", python.exe, "-X", "perf", PROGRAMS / "perftramp_fork.py", "0.8")
+    assert r.returncode == 0, r.stderr
+    rows = collapsed(out)
+    total = sum(c for _, c in rows)
+    odd = sum(c for frames, c in rows if any("[unknown]" in f or "[perf-map]" in f for f in frames))
+    assert odd < 0.01 * total, [x for x in rows if any("[unknown]" in f for f in x[0])][:3]
+    src = (PROGRAMS / "perftramp_fork.py").read_text().splitlines()
+    for marker in ("# CHILD", "# PARENT"):
+        line = next(i for i, l in enumerate(src, 1) if marker in l)
+        n = sum(c for frames, c in rows
+                if frames[0].endswith("perftramp_fork.py:%d)" % line) and names(frames)[-1] == "leaf")
+        assert n > 0.25 * total, (marker, rows[:4])
