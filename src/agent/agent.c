@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "jitdump.h"
 #include "unwind.h"
 #include "../common/format.h"
 
@@ -97,6 +98,7 @@ static void parse_options(struct agent_config *c, const char *s)
 	c->flush_ms = 100;
 	c->paused = 0;
 	c->native = 0;
+	c->perf_map = 0;
 	c->native_depth = 512; /* 3.8-3.10 run 4-6 native frames per Python frame */
 	c->native_compile = 0;
 	c->native_compile_fixed = 0;
@@ -129,6 +131,8 @@ static void parse_options(struct agent_config *c, const char *s)
 				c->paused = v != 0;
 			else if (!strcmp(key, "native"))
 				c->native = v != 0;
+			else if (!strcmp(key, "perfmap"))
+				c->perf_map = v != 0;
 			else if (!strcmp(key, "ndepth") && v >= 1 && v <= 1024)
 				c->native_depth = (unsigned)v;
 			else if (!strcmp(key, "ncompile") && v <= 1000000) {
@@ -409,6 +413,8 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			agent.cfg.native = 0;
 		}
 	}
+	if (agent.cfg.perf_map)
+		jitdump_start(); /* says on stderr when it cannot */
 	/* In standby nothing is sampled until an output is attached. */
 	atomic_store(&agent.sampling, !agent.standby && !agent.cfg.paused);
 	if (agent.standby)

@@ -53,6 +53,7 @@ struct agent_config {
 	int flush_ms;        /* how often the writer appends a chunk */
 	int paused;          /* start with sampling off */
 	int native;          /* --native: unwind native stacks too */
+	int perf_map;        /* --perf-map: JIT code into /tmp/perf-PID.map and a jitdump (jitdump.c) */
 	unsigned native_depth; /* native frames per sample */
 	unsigned native_compile; /* with native_compile_fixed: frames read in place before an
 	                          * object's unwind table is built (0: at load) */

@@ -150,6 +150,57 @@ static inline uint64_t load(uint64_t addr)
 	return *(volatile const uint64_t *)(uintptr_t)addr;
 }
 
+/* CPython 3.12+'s perf trampolines (-X perf, -X perf_jit; Python/
+ * asm_trampoline.S, copied once per code object into anonymous memory
+ * with no unwind information): `sub $8,%rsp; call *%rcx; add $8,%rsp;
+ * ret`. A return address just past that call, in no object, is one: its
+ * frame is 16 bytes with the return address on top, every other register
+ * untouched. Recognized by its bytes, so stacks under -X perf reach past
+ * the first Python call; the CLI folds the frame into the Python frame. */
+static const struct cfi_rules *cpython_trampoline(uint64_t ra, struct cfi_rules *out)
+{
+	/* Bytes ra-6 .. ra+5: 48 83 ec 08 ff d1 | 48 83 c4 08 c3 */
+	if (load(ra - 6) != 0x8348d1ff08ec8348ull || load(ra - 3) != 0xc308c48348d1ff08ull)
+		return NULL;
+	memset(out, 0, sizeof(*out)); /* REG_SAME everywhere */
+	out->cfa.kind = CFA_REG;
+	out->cfa.reg = DW_RSP;
+	out->cfa.off = 16;
+	out->r[DW_RA].kind = REG_AT_CFA;
+	out->r[DW_RA].off = -8;
+	return out;
+}
+
+/* The interrupted pc is in no object and has no unwind information: code
+ * generated at run time (a JIT that writes only a perf map). Two shapes
+ * are common and checkable: a frameless leaf (the return address on top
+ * of the stack) and a frame-pointer frame (push %rbp; mov %rsp,%rbp). A
+ * guess counts only if the return address it yields lies in a known
+ * object; else the stack stops here as before. */
+static const struct cfi_rules *anon_leaf(const struct usnap *snap, const uint64_t *r, uint32_t valid,
+					 struct cfi_rules *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->cfa.kind = CFA_REG;
+	out->r[DW_RA].kind = REG_AT_CFA;
+	out->r[DW_RA].off = -8;
+	if ((valid & (1u << DW_RSP)) && find_ent(snap, load(r[DW_RSP]) - 1)) {
+		out->cfa.reg = DW_RSP;
+		out->cfa.off = 8;
+		return out;
+	}
+	uint64_t bp = r[DW_RBP];
+	if ((valid & (1u << DW_RBP)) && bp > r[DW_RSP] && bp - r[DW_RSP] < (1u << 20) && !(bp & 7) &&
+	    find_ent(snap, load(bp + 8) - 1)) {
+		out->cfa.reg = DW_RBP;
+		out->cfa.off = 16;
+		out->r[DW_RBP].kind = REG_AT_CFA;
+		out->r[DW_RBP].off = -16;
+		return out;
+	}
+	return NULL;
+}
+
 int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uint8_t *flags)
 {
 	struct usnap *snap;
@@ -206,6 +257,9 @@ int unwind_capture(struct tslot *s, const void *ucv, uint64_t *out, int max, uin
 					ru = &inplace;
 			}
 		}
+		if (!ru && !e)
+			ru = exact ? (n == 1 ? anon_leaf(snap, r, valid, &inplace) : NULL)
+				   : cpython_trampoline(pc, &inplace);
 		if (!ru) {
 			*flags |= STACK_NATIVE_FAILED;
 			break;
@@ -699,7 +753,10 @@ static unsigned count_objs(void)
 	return n;
 }
 
-int unwind_poll(struct wbuf *recs)
+/* reclaim_ok: the caller does not hold agent.reg_lock (reclaim takes it).
+ * unwind_cover runs under it, from drain_all: it leaves freeing to the
+ * next pass. */
+static int poll_objects(struct wbuf *recs, int reclaim_ok)
 {
 	unsigned long long c[2] = { 0, 0 };
 	dl_iterate_phdr(count_cb, c);
@@ -776,9 +833,14 @@ int unwind_poll(struct wbuf *recs)
 				put_module(recs, o, 0);
 				o->announced = 1;
 			}
-	if (U.retired)
+	if (U.retired && reclaim_ok)
 		reclaim();
 	return changed;
+}
+
+int unwind_poll(struct wbuf *recs)
+{
+	return poll_objects(recs, 1);
 }
 
 void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
@@ -789,10 +851,16 @@ void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t pc = i ? addrs[i] - 1 : addrs[i];
 		if (!sn || !find_ent(sn, pc)) {
-			unwind_poll(recs);
+			poll_objects(recs, 0);
 			return;
 		}
 	}
+}
+
+int unwind_in_object(uint64_t pc)
+{
+	const struct usnap *sn = atomic_load_explicit(&U.cur, memory_order_acquire);
+	return sn && find_ent(sn, pc);
 }
 
 void unwind_stream_reset(void)

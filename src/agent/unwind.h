@@ -27,6 +27,10 @@ int unwind_poll(struct wbuf *recs);
  * the last pass, which the handler found with _dl_find_object. */
 void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs);
 
+/* Writer: whether pc is in an object of the current snapshot (else it is
+ * run-time generated code, or an object not scanned yet). */
+int unwind_in_object(uint64_t pc);
+
 /* A new stream starts (fork child, resumed exec): announce every object again. */
 void unwind_stream_reset(void);
 

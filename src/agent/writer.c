@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "perfread.h"
 #include "unwind.h"
 #include "../common/format.h"
 #include "../common/snapshot.h"
@@ -588,8 +589,10 @@ static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe
 	if (oom)
 		return UINT32_MAX;
 	id = W.next_stack++;
-	if (h->nnative)
+	if (h->nnative) {
 		unwind_cover(native, h->nnative, &W.recs);
+		perfread_cover(native, h->nnative, &W.recs);
+	}
 	struct rec_stack st = {
 		.index = id,
 		.flags = h->stack_flags,
@@ -669,6 +672,9 @@ static void drain_all(void)
 	 * point into them. */
 	if (agent.cfg.native)
 		unwind_poll(&W.recs);
+	/* So are perf-map names of code generated since (CPython 3.12's
+	 * -X perf trampolines, other JITs). */
+	perfread_poll(&W.recs);
 	pthread_mutex_lock(&grave_lock);
 	W.dying = graveyard;
 	graveyard = NULL;
@@ -887,6 +893,7 @@ static void state_reset(void)
 	W.failed = 0;
 	if (agent.cfg.native)
 		unwind_stream_reset();
+	perfread_stream_reset();
 }
 
 static int start_thread(void)

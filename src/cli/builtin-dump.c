@@ -10,6 +10,7 @@
 
 #include "builtin.h"
 #include "../common/format.h"
+#include "../common/perfmap.h"
 #include "../lib/reader.h"
 
 static const char usage_text[] =
@@ -168,6 +169,17 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		if (m.image_len)
 			printf(" image=%zu bytes", m.image_len);
 		rec_free_module(&m);
+		break;
+	}
+	case REC_PERFMAP: {
+		struct perfmap_entry *pe;
+		uint32_t n;
+		if (rec_get_perfmap(body, &pe, &n))
+			goto bad;
+		printf("perf-map %u entries", n);
+		for (uint32_t i = 0; i < n; i++)
+			printf("\n    %#" PRIx64 "-%#" PRIx64 " %s", pe[i].start, pe[i].start + pe[i].size, pe[i].name);
+		perfmap_entries_free(pe, n);
 		break;
 	}
 	case REC_EVENT_DESC: {

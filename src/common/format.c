@@ -186,7 +186,7 @@ int rec_type_known(uint64_t t)
 	if (t == 0 || t > REC_TYPE_MAX_KNOWN)
 		return 0;
 	/* Reserved for the JIT capability, not decoded by this build yet. */
-	return t != REC_JIT_IMAGE && t != REC_JIT_UNLOAD && t != REC_PERFMAP;
+	return t != REC_JIT_IMAGE && t != REC_JIT_UNLOAD;
 }
 
 /* ---- record framing --------------------------------------------------- */

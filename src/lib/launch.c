@@ -166,6 +166,8 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 	char opts[1024];
 	int ol = snprintf(opts, sizeof(opts), "mode=%s,rate=%u,depth=%u,paused=%d,native=%d",
 			  o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
+	if (o->perf_map && ol > 0 && (size_t)ol < sizeof(opts))
+		ol += snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",perfmap=1");
 	if (o->events && *o->events && ol > 0 && (size_t)ol < sizeof(opts))
 		snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",events=%s,period=%llu", o->events,
 			 (unsigned long long)o->event_period);

@@ -62,6 +62,21 @@ void native_on_module(struct profile *p, uint32_t st, struct rbuf *body)
 	rec_free_module(&m);
 }
 
+void native_on_perfmap(struct profile *p, uint32_t st, struct rbuf *body)
+{
+	struct perfmap_entry *e;
+	uint32_t n;
+	if (rec_get_perfmap(body, &e, &n)) {
+		p->in->bad_bodies++;
+		return;
+	}
+	struct pstream *s = &p->in->streams[st];
+	for (uint32_t i = 0; i < n; i++)
+		if (perfmap_table_add(&s->pmap, e[i].start, e[i].size, e[i].name))
+			p->in->oom = 1;
+	perfmap_entries_free(e, n);
+}
+
 static const char *base_name(const char *path)
 {
 	const char *b = strrchr(path, '/');
@@ -108,10 +123,22 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 		return NULL;
 	struct sym_info si;
 	sym_lookup(sp, addr, call, &si);
+	/* Code in no object: generated at run time, perhaps named by the
+	 * process's perf map. CPython's -X perf / -X perf_jit trampolines
+	 * (one per Python function, calling the eval loop) are the
+	 * interpreter's machinery: folded like its other frames. */
+	const struct perfmap_entry *pm = si.module ? NULL : perfmap_table_find(&s->pmap, addr - (call ? 1 : 0));
+	if (pm)
+		si.interpreter = perfmap_is_cpython_trampoline(pm->name);
 	struct pnative nv = { .frame = PNONE, .eval = (uint8_t)si.eval, .interpreter = (uint8_t)si.interpreter };
 	/* Frames hidden in this model need no function or frame. */
 	if (in->opts.keep_interpreter || !si.interpreter) {
-		nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
+		if (pm)
+			nv.frame = profile_intern_frame(
+				p, profile_intern_func(p, PK_JIT, pm->name[0] ? pm->name : "[perf-map]", "", 0, "[perf-map]"),
+				0, addr);
+		else
+			nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
 		if (nv.frame == PNONE)
 			return NULL;
 	}
@@ -137,8 +164,10 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 void native_free(struct profile *p)
 {
 	struct profile_internal *in = p->in;
-	for (uint32_t i = 0; i < in->nstreams; i++)
+	for (uint32_t i = 0; i < in->nstreams; i++) {
 		u64map_free(&in->streams[i].native_map);
+		perfmap_table_free(&in->streams[i].pmap);
+	}
 	free(in->natives);
 	u64map_free(&in->native_stacks);
 	sym_free(in->sym);

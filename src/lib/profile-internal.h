@@ -8,6 +8,7 @@
 #define STRATA_PROFILE_INTERNAL_H
 
 #include "intern.h"
+#include "../common/perfmap.h"
 #include "linetable.h"
 #include "profile.h"
 
@@ -26,6 +27,7 @@ struct pstream {
 	uint64_t drops;       /* sum of this stream's REC_DROPPED counts */
 	struct sym_space *space;    /* its native mappings (native.c), NULL until a REC_MODULE */
 	struct u64map native_map;   /* address (bit 63: a return address) → natives[] */
+	struct perfmap_table pmap;  /* its REC_PERFMAP entries (native.c) */
 };
 
 /* One native address of one stream, symbolized (native.c). */
@@ -127,6 +129,7 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
  * freeing what native.c owns (called by profile_free). */
 struct rbuf;
 void native_on_module(struct profile *p, uint32_t st, struct rbuf *body);
+void native_on_perfmap(struct profile *p, uint32_t st, struct rbuf *body);
 const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t addr, int call);
 void native_free(struct profile *p);
 
