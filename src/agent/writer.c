@@ -588,7 +588,7 @@ static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe
 	if (oom)
 		return UINT32_MAX;
 	id = W.next_stack++;
-	if (h->nnative)
+	if (h->nnative && agent.cfg.native)
 		unwind_cover(native, h->nnative, &W.recs);
 	struct rec_stack st = {
 		.index = id,
@@ -669,6 +669,8 @@ static void drain_all(void)
 	 * point into them. */
 	if (agent.cfg.native)
 		unwind_poll(&W.recs);
+	/* JIT images, likewise, before the samples in their code. */
+	jit_poll(writer_has_output() ? &W.recs : NULL);
 	pthread_mutex_lock(&grave_lock);
 	W.dying = graveyard;
 	graveyard = NULL;
@@ -887,6 +889,7 @@ static void state_reset(void)
 	W.failed = 0;
 	if (agent.cfg.native)
 		unwind_stream_reset();
+	jit_stream_reset();
 }
 
 static int start_thread(void)
