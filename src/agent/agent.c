@@ -409,6 +409,10 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			agent.cfg.native = 0;
 		}
 	}
+	/* Numba emits line tables (what `strata record --jit-lines` asks for). */
+	const char *dbg = getenv("NUMBA_DEBUGINFO");
+	if (dbg && atoi(dbg) > 0)
+		agent.stream_flags |= PROC_JIT_LINES;
 	/* In standby nothing is sampled until an output is attached. */
 	atomic_store(&agent.sampling, !agent.standby && !agent.cfg.paused);
 	if (agent.standby)

@@ -53,6 +53,8 @@ static const char usage_text[] =
 	"                       or the process ends)\n"
 	"      --native         record native (C/C++) frames too, merged with the Python\n"
 	"                       frames that called them (see docs/native.md)\n"
+	"      --jit-lines      attribute Numba-compiled code to its Python source lines\n"
+	"                       (runs the command with NUMBA_DEBUGINFO=1; docs/jit.md)\n"
 	"  -q, --quiet          do not print the summary line\n"
 	"  -h, --help           show this help\n";
 
@@ -202,6 +204,7 @@ int cmd_record(int argc, char **argv)
 		{ "max-depth", required_argument, 0, 'D' },
 		{ "paused", no_argument, 0, 'P' },
 		{ "native", no_argument, 0, 'N' },
+		{ "jit-lines", no_argument, 0, 'J' },
 		{ "quiet", no_argument, 0, 'q' },
 		{ "help", no_argument, 0, 'h' },
 		{ "pid", required_argument, 0, 'p' },
@@ -281,6 +284,10 @@ int cmd_record(int argc, char **argv)
 			o.native = 1;
 			set_fixed = 1;
 			break;
+		case 'J':
+			o.jit_lines = 1;
+			set_fixed = 1;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -297,7 +304,7 @@ int cmd_record(int argc, char **argv)
 			die_usage(usage_text);
 		}
 		if (set_fixed || events || period) {
-			errorf("--mode, --max-depth, --native and -e are fixed when a process starts; "
+			errorf("--mode, --max-depth, --native, --jit-lines and -e are fixed when a process starts; "
 			       "with --pid only -F, -o, -f, -d and --paused apply");
 			return 2;
 		}

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jitsym.h"
+#include "numbaname.h"
 #include "profile-internal.h"
 #include "symbols.h"
 
@@ -60,6 +62,59 @@ void native_on_module(struct profile *p, uint32_t st, struct rbuf *body)
 	if (sp && sym_space_add(sp, &m))
 		p->in->oom = 1;
 	rec_free_module(&m);
+}
+
+void native_on_jit(struct profile *p, uint32_t st, uint64_t type, struct rbuf *body)
+{
+	struct pstream *s = &p->in->streams[st];
+	if (!s->jit && !(s->jit = jit_space_new())) {
+		p->in->oom = 1;
+		return;
+	}
+	if (type == REC_JIT_IMAGE) {
+		struct rec_jit_image r;
+		if (rec_get_jit_image(body, &r)) {
+			p->in->bad_bodies++;
+			return;
+		}
+		if (jit_space_add(s->jit, &r))
+			p->in->oom = 1;
+		rec_free_jit_image(&r);
+	} else {
+		struct rec_jit_unload u;
+		if (rec_get_jit_unload(body, &u)) {
+			p->in->bad_bodies++;
+			return;
+		}
+		jit_space_unload(s->jit, u.id);
+	}
+	/* Addresses already symbolized may now be (or no longer be) JIT code. */
+	u64map_free(&s->native_map);
+	memset(&s->native_map, 0, sizeof(s->native_map));
+}
+
+int native_stream_is_native(const struct profile *p, uint32_t st)
+{
+	uint32_t pr = p->in->streams[st].proc;
+	return pr != PNONE && pr < p->nprocs && (p->procs[pr].flags & PROC_NATIVE);
+}
+
+/* The frame of an address in JIT code. With line information (Numba's
+ * NUMBA_DEBUGINFO=1) a JIT function reads like a Python function: its
+ * @njit source file, first line and the line executing. */
+static uint32_t jit_frame(struct profile *p, const struct jit_info *ji, uint64_t addr)
+{
+	char buf[512];
+	const char *name = ji->name;
+	if (!name) {
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, ji->module, addr);
+		name = buf;
+	}
+	const char *file = ji->func_file ? ji->func_file : ji->file;
+	uint32_t line = ji->file && file && !strcmp(ji->file, file) ? ji->line : 0;
+	uint32_t func = profile_intern_func(p, PK_JIT, name, file ? file : "", ji->func_file ? ji->func_line : 0,
+					    "[jit]");
+	return profile_intern_frame(p, func, line, addr);
 }
 
 static const char *base_name(const char *path)
@@ -103,14 +158,30 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 	uint32_t i = u64map_get(&s->native_map, key);
 	if (i != MAP_NONE)
 		return &in->natives[i];
-	struct sym_space *sp = stream_space(p, st);
-	if (!sp)
-		return NULL;
+	struct jit_info ji;
+	struct pnative nv = { .frame = PNONE };
 	struct sym_info si;
-	sym_lookup(sp, addr, call, &si);
-	struct pnative nv = { .frame = PNONE, .eval = (uint8_t)si.eval, .interpreter = (uint8_t)si.interpreter };
+	if (s->jit && jit_lookup(s->jit, addr, call, &ji)) {
+		nv.frame = jit_frame(p, &ji, addr);
+		if (nv.frame == PNONE)
+			return NULL;
+	} else if (!native_stream_is_native(p, st)) {
+		/* Without --native only JIT addresses are recorded: one whose
+		 * image was lost with a damaged chunk. */
+		nv.frame = profile_intern_frame(p, profile_intern_func(p, PK_JIT, "[unknown jit]", "", 0, "[jit]"), 0,
+						addr);
+		if (nv.frame == PNONE)
+			return NULL;
+	} else {
+		struct sym_space *sp = stream_space(p, st);
+		if (!sp)
+			return NULL;
+		sym_lookup(sp, addr, call, &si);
+		nv.eval = (uint8_t)si.eval;
+		nv.interpreter = (uint8_t)si.interpreter;
+	}
 	/* Frames hidden in this model need no function or frame. */
-	if (in->opts.keep_interpreter || !si.interpreter) {
+	if (nv.frame == PNONE && (in->opts.keep_interpreter || !si.interpreter)) {
 		nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
 		if (nv.frame == PNONE)
 			return NULL;
@@ -137,8 +208,10 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 void native_free(struct profile *p)
 {
 	struct profile_internal *in = p->in;
-	for (uint32_t i = 0; i < in->nstreams; i++)
+	for (uint32_t i = 0; i < in->nstreams; i++) {
 		u64map_free(&in->streams[i].native_map);
+		jit_space_free(in->streams[i].jit);
+	}
 	free(in->natives);
 	u64map_free(&in->native_stacks);
 	sym_free(in->sym);

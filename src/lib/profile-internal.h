@@ -26,6 +26,7 @@ struct pstream {
 	uint64_t drops;       /* sum of this stream's REC_DROPPED counts */
 	struct sym_space *space;    /* its native mappings (native.c), NULL until a REC_MODULE */
 	struct u64map native_map;   /* address (bit 63: a return address) → natives[] */
+	struct jit_space *jit;      /* its JIT images (native.c), NULL until a REC_JIT_IMAGE */
 };
 
 /* One native address of one stream, symbolized (native.c). */
@@ -129,5 +130,10 @@ struct rbuf;
 void native_on_module(struct profile *p, uint32_t st, struct rbuf *body);
 const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t addr, int call);
 void native_free(struct profile *p);
+/* native.c: REC_JIT_IMAGE / REC_JIT_UNLOAD of stream `st`. */
+void native_on_jit(struct profile *p, uint32_t st, uint64_t type, struct rbuf *body);
+/* Whether stream st's process recorded native stacks (else its native
+ * addresses are JIT code only: the leaf, see STACK_JIT_RETURN). */
+int native_stream_is_native(const struct profile *p, uint32_t st);
 
 #endif
