@@ -713,7 +713,9 @@ static unsigned count_objs(void)
 	return n;
 }
 
-int unwind_poll(struct wbuf *recs)
+/* may_reclaim: 0 when the caller holds agent.reg_lock (unwind_cover is
+ * reached from the writer's drain, under it), which reclaim() takes. */
+static int poll_objects(struct wbuf *recs, int may_reclaim)
 {
 	unsigned long long c[2] = { 0, 0 };
 	dl_iterate_phdr(count_cb, c);
@@ -783,9 +785,14 @@ int unwind_poll(struct wbuf *recs)
 				put_module(recs, o, 0);
 				o->announced = 1;
 			}
-	if (U.retired)
+	if (U.retired && may_reclaim)
 		reclaim();
 	return changed;
+}
+
+int unwind_poll(struct wbuf *recs)
+{
+	return poll_objects(recs, 1);
 }
 
 void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
@@ -796,7 +803,7 @@ void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t pc = i ? addrs[i] - 1 : addrs[i];
 		if (!sn || !find_ent(sn, pc)) {
-			unwind_poll(recs);
+			poll_objects(recs, 0);
 			return;
 		}
 	}

@@ -44,6 +44,7 @@ struct jimage {
 	struct jfunc *funcs;
 	uint32_t nfuncs;
 	char label[32];     /* "[jit #N]" */
+	const char *main_file; /* source of the image's first compile unit, NULL if none */
 };
 
 struct jit_space {
@@ -52,6 +53,8 @@ struct jit_space {
 	char **strs;        /* strings handed out (file names) */
 	uint32_t nstrs, capstrs;
 };
+
+static const char *line_path(struct jit_space *sp, const struct jimage *g, Dwarf_Die *cu, const char *file);
 
 struct jit_space *jit_space_new(void)
 {
@@ -179,6 +182,8 @@ static void read_symbols(struct jimage *g, const Elf64_Ehdr *eh)
 					strncat(buf, " [cpython wrapper]", sizeof(buf) - strlen(buf) - 1);
 				else if (kind == NUMBA_CFUNC_WRAPPER)
 					strncat(buf, " [cfunc wrapper]", sizeof(buf) - strlen(buf) - 1);
+				else if (kind == NUMBA_GUFUNC_WRAPPER)
+					strncat(buf, " [gufunc wrapper]", sizeof(buf) - strlen(buf) - 1);
 				name = buf;
 			} else {
 				kind = -1;
@@ -235,6 +240,14 @@ int jit_space_add(struct jit_space *sp, const struct rec_jit_image *r)
 	g->e = elf_memory((char *)g->elf, g->len);
 	if (g->e)
 		g->dw = dwarf_begin_elf(g->e, DWARF_C_READ, NULL);
+	Dwarf_Off next;
+	size_t hs;
+	Dwarf_Die cu;
+	if (g->dw && dwarf_nextcu(g->dw, 0, &next, &hs, NULL, NULL, NULL) == 0 && dwarf_offdie(g->dw, hs, &cu)) {
+		const char *name = dwarf_diename(&cu);
+		if (name && name[0] != '<')
+			g->main_file = line_path(sp, NULL, &cu, name);
+	}
 	if (sp->n == sp->cap) {
 		uint32_t cap = sp->cap ? sp->cap * 2 : 16;
 		struct jimage **n = realloc(sp->imgs, cap * sizeof(*n));
@@ -293,10 +306,43 @@ static const char *keep_str(struct jit_space *sp, const char *s)
 
 /* The source path of a DWARF line, absolute when the CU says where it was
  * compiled (Numba records the @njit function's file name and directory). */
-static const char *line_path(struct jit_space *sp, Dwarf_Die *cu, const char *file)
+/* The source file of generated code in image g: its own first compile
+ * unit's, or, when g holds only generated code (a parfor gufunc compiled
+ * on its own, whose address the parent function calls), that of an image
+ * which also links a function of g (the parent's). */
+static const char *origin_file(const struct jit_space *sp, const struct jimage *g)
+{
+	if (g->main_file)
+		return g->main_file;
+	for (uint32_t k = 0; k < g->nfuncs; k++) {
+		if (g->funcs[k].kind != NUMBA_FUNC)
+			continue;
+		for (uint32_t i = sp->n; i-- > 0;) {
+			const struct jimage *o = sp->imgs[i];
+			if (o == g || !o->main_file)
+				continue;
+			for (uint32_t j = 0; j < o->nfuncs; j++)
+				if (!strcmp(o->funcs[j].name, g->funcs[k].name))
+					return o->main_file;
+		}
+	}
+	return NULL;
+}
+
+static const char *line_path(struct jit_space *sp, const struct jimage *g, Dwarf_Die *cu, const char *file)
 {
 	if (!file)
 		return NULL;
+	/* Code Numba generates from source text of its own (a parfor
+	 * gufunc: the body of a prange loop, whose lines are the @njit
+	 * function's) says "<string>"; it is linked into the image of the
+	 * function it came from, whose compile unit comes first. */
+	const char *base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	if (base[0] == '<') {
+		const char *mf = g ? origin_file(sp, g) : NULL;
+		return mf ? mf : keep_str(sp, base);
+	}
 	if (file[0] == '/')
 		return keep_str(sp, file);
 	Dwarf_Attribute a;
@@ -360,7 +406,7 @@ int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *o
 	Dwarf_Line *l = dwarf_getsrc_die(&cu, pc);
 	int line = 0;
 	if (l && dwarf_lineno(l, &line) == 0 && line > 0) {
-		out->file = line_path(sp, &cu, dwarf_linesrc(l, NULL, NULL));
+		out->file = line_path(sp, g, &cu, dwarf_linesrc(l, NULL, NULL));
 		out->line = (uint32_t)line;
 	}
 	/* Where the function starts: its subprogram's declaration. */
@@ -372,7 +418,7 @@ int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *o
 		int dl = 0;
 		if (dwarf_decl_line(&scopes[i], &dl) == 0 && dl > 0) {
 			out->func_line = (uint32_t)dl;
-			out->func_file = line_path(sp, &cu, dwarf_decl_file(&scopes[i]));
+			out->func_file = line_path(sp, g, &cu, dwarf_decl_file(&scopes[i]));
 		}
 		break;
 	}

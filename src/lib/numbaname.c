@@ -289,6 +289,9 @@ int numba_demangle(const char *sym, char *buf, size_t n, int *wrapper)
 	if (!strncmp(sym, "cfunc.", 6)) {
 		kind = NUMBA_CFUNC_WRAPPER;
 		sym += 6;
+	} else if (!strncmp(sym, "__gufunc__.", 11)) {
+		kind = NUMBA_GUFUNC_WRAPPER;
+		sym += 11;
 	}
 	if (strncmp(sym, "_Z", 2))
 		return -1;

@@ -12,6 +12,7 @@ enum numba_kind {
 	NUMBA_FUNC = 0,            /* the compiled function itself */
 	NUMBA_CPYTHON_WRAPPER = 1, /* `_ZN7cpython...`: boxes and unboxes for the dispatcher */
 	NUMBA_CFUNC_WRAPPER = 2,   /* `cfunc._Z...`: the C-callable entry */
+	NUMBA_GUFUNC_WRAPPER = 3,  /* `__gufunc__._Z...`: a gufunc's loop (parallel=True workers) */
 };
 
 /* Writes the readable name of `sym` into buf (module.function(types)), and
