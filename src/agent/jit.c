@@ -153,6 +153,7 @@ int jit_leaf_capture(const void *ucv, uint64_t *out, uint8_t *flags)
 	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 	if (in_jit(pc)) {
 		out[0] = pc;
+		*flags |= STACK_JIT_LEAF;
 		return 1;
 	}
 	/* JIT code calls out (libm's sin and exp, Numba's runtime): the
@@ -167,7 +168,7 @@ int jit_leaf_capture(const void *ucv, uint64_t *out, uint8_t *flags)
 		uint64_t w = *(const volatile uint64_t *)(uintptr_t)(sp + 8u * (uint64_t)k);
 		if (in_jit(w - 1) && after_call(w)) {
 			out[0] = w;
-			*flags |= STACK_JIT_RETURN;
+			*flags |= STACK_JIT_LEAF | STACK_JIT_RETURN;
 			return 1;
 		}
 	}

@@ -147,11 +147,12 @@ enum stack_flags {
 	STACK_NATIVE_FAILED = 1 << 3,    /* native unwinding stopped early */
 	STACK_PY_STARTUP = 1 << 4,       /* no Python frames: the interpreter was starting */
 	STACK_PY_SHUTDOWN = 1 << 5,      /* no Python frames: the interpreter was shutting down */
-	/* Without --native: native[] holds only addresses in JIT code, the
-	 * interrupted pc when it was in JIT code, else (JIT code had called
-	 * out, e.g. to libm) the return address into JIT code found on the
-	 * stack, marked by this flag. */
+	/* Without --native, a thread in JIT code: native[] holds one address
+	 * in JIT code (STACK_JIT_LEAF), the interrupted pc, or, when JIT code
+	 * had called out (libm's sin, Numba's runtime), the return address
+	 * into JIT code found on the stack (STACK_JIT_RETURN too). */
 	STACK_JIT_RETURN = 1 << 6,
+	STACK_JIT_LEAF = 1 << 7,
 };
 enum pyframe_flags {
 	PYF_ENTRY = 1 << 0, /* frame entered from C (one C-level eval activation starts here) */

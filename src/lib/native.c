@@ -93,11 +93,6 @@ void native_on_jit(struct profile *p, uint32_t st, uint64_t type, struct rbuf *b
 	memset(&s->native_map, 0, sizeof(s->native_map));
 }
 
-int native_stream_is_native(const struct profile *p, uint32_t st)
-{
-	uint32_t pr = p->in->streams[st].proc;
-	return pr != PNONE && pr < p->nprocs && (p->procs[pr].flags & PROC_NATIVE);
-}
 
 /* The frame of an address in JIT code. With line information (Numba's
  * NUMBA_DEBUGINFO=1) a JIT function reads like a Python function: its
@@ -115,6 +110,16 @@ static uint32_t jit_frame(struct profile *p, const struct jit_info *ji, uint64_t
 	uint32_t func = profile_intern_func(p, PK_JIT, name, file ? file : "", ji->func_file ? ji->func_line : 0,
 					    "[jit]");
 	return profile_intern_frame(p, func, line, addr);
+}
+
+uint32_t native_jit_frame(struct profile *p, uint32_t st, uint64_t addr, int call)
+{
+	struct pstream *s = &p->in->streams[st];
+	struct jit_info ji;
+	if (s->jit && jit_lookup(s->jit, addr, call, &ji))
+		return jit_frame(p, &ji, addr);
+	/* Its image was lost with a damaged chunk. */
+	return profile_intern_frame(p, profile_intern_func(p, PK_JIT, "[unknown jit]", "", 0, "[jit]"), 0, addr);
 }
 
 static const char *base_name(const char *path)
@@ -163,13 +168,6 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 	struct sym_info si;
 	if (s->jit && jit_lookup(s->jit, addr, call, &ji)) {
 		nv.frame = jit_frame(p, &ji, addr);
-		if (nv.frame == PNONE)
-			return NULL;
-	} else if (!native_stream_is_native(p, st)) {
-		/* Without --native only JIT addresses are recorded: one whose
-		 * image was lost with a damaged chunk. */
-		nv.frame = profile_intern_frame(p, profile_intern_func(p, PK_JIT, "[unknown jit]", "", 0, "[jit]"), 0,
-						addr);
 		if (nv.frame == PNONE)
 			return NULL;
 	} else {

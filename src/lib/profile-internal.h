@@ -132,8 +132,8 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 void native_free(struct profile *p);
 /* native.c: REC_JIT_IMAGE / REC_JIT_UNLOAD of stream `st`. */
 void native_on_jit(struct profile *p, uint32_t st, uint64_t type, struct rbuf *body);
-/* Whether stream st's process recorded native stacks (else its native
- * addresses are JIT code only: the leaf, see STACK_JIT_RETURN). */
-int native_stream_is_native(const struct profile *p, uint32_t st);
+/* The frame of an address in JIT code recorded without --native
+ * (STACK_JIT_LEAF), PNONE on OOM. */
+uint32_t native_jit_frame(struct profile *p, uint32_t st, uint64_t addr, int call);
 
 #endif

@@ -214,11 +214,7 @@ static uint32_t jit_leaf_path(struct profile *p, uint32_t st, const struct rec_s
 		fr[n++] = py_frame(p, st, &r->py[i]);
 	for (uint32_t i = r->nnative; i-- > 0;) {
 		int call = i > 0 || (r->flags & STACK_JIT_RETURN);
-		const struct pnative *nv = native_lookup(p, st, r->native[i], call);
-		if (!nv)
-			return UINT32_MAX;
-		if (nv->frame != PNONE)
-			fr[n++] = nv->frame;
+		fr[n++] = native_jit_frame(p, st, r->native[i], call);
 	}
 	return n;
 }
@@ -228,7 +224,7 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 	struct profile_internal *in = p->in;
 	uint32_t *fr, n = 0;
 	uint32_t nflags = 0;
-	if (r->nnative && !native_stream_is_native(p, st)) {
+	if (r->nnative && (r->flags & STACK_JIT_LEAF)) {
 		n = jit_leaf_path(p, st, r);
 		if (n == UINT32_MAX) {
 			in->oom = 1;
