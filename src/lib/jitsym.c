@@ -396,6 +396,7 @@ int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *o
 	if (lo > 0 && pc < g->funcs[lo - 1].end) {
 		out->name = g->funcs[lo - 1].name;
 		out->func_start = g->funcs[lo - 1].start;
+		out->func_end = g->funcs[lo - 1].end;
 		out->numba_kind = g->funcs[lo - 1].kind;
 	}
 	if (!g->dw)

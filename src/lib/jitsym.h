@@ -28,6 +28,7 @@ struct jit_info {
 	const char *name;     /* readable function name, NULL if no symbol covers it */
 	int numba_kind;       /* enum numba_kind, -1 for a name Numba did not mangle */
 	uint64_t func_start;
+	uint64_t func_end;    /* end of its symbol, when name is set */
 	const char *file;     /* source of the line executing (DWARF), NULL if none */
 	uint32_t line;
 	const char *func_file;/* where the function is defined, NULL if unknown */
@@ -42,5 +43,10 @@ int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *o
  * the image: calls to other objects unrelocated). Returns 0 or -1. */
 int jit_image_bytes(const struct jit_space *sp, uint64_t addr, const uint8_t **code, uint64_t *start,
 		    uint64_t *len);
+
+/* The JIT space of the profile's process whose live image holds addr
+ * (native.c), or NULL: for `annotate --asm`. */
+struct profile;
+struct jit_space *profile_jit_space(const struct profile *p, uint64_t addr);
 
 #endif

@@ -116,10 +116,22 @@ uint32_t native_jit_frame(struct profile *p, uint32_t st, uint64_t addr, int cal
 {
 	struct pstream *s = &p->in->streams[st];
 	struct jit_info ji;
+	/* A return address (the thread was in code JIT code called) is kept
+	 * as an address inside the call instruction: this frame is the leaf,
+	 * and `annotate --asm` counts a leaf frame at the instruction it is in. */
 	if (s->jit && jit_lookup(s->jit, addr, call, &ji))
-		return jit_frame(p, &ji, addr);
+		return jit_frame(p, &ji, call ? addr - 1 : addr);
 	/* Its image was lost with a damaged chunk. */
 	return profile_intern_frame(p, profile_intern_func(p, PK_JIT, "[unknown jit]", "", 0, "[jit]"), 0, addr);
+}
+
+struct jit_space *profile_jit_space(const struct profile *p, uint64_t addr)
+{
+	struct jit_info ji;
+	for (uint32_t i = 0; i < p->in->nstreams; i++)
+		if (p->in->streams[i].jit && jit_lookup(p->in->streams[i].jit, addr, 0, &ji))
+			return p->in->streams[i].jit;
+	return NULL;
 }
 
 static const char *base_name(const char *path)

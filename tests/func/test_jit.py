@@ -104,6 +104,21 @@ def test_jit_lines(record, numba_python):
     assert a.returncode == 0, a.stderr
     hot_rows = [l for l in a.stdout.splitlines() if "# HOT" in l]
     assert hot_rows and "%" in hot_rows[0].split("# HOT")[0].split("t =")[0], a.stdout
+    # --asm: the HOT line's machine code follows it, instructions with
+    # their samples, which add up to about the line's own.
+    a = strata("annotate", "--asm", str(res.path), str(JIT / "hotline.py"))
+    assert a.returncode == 0, a.stderr
+    out = a.stdout.splitlines()
+    i = next(k for k, l in enumerate(out) if "# HOT" in l)
+    insns = []
+    for l in out[i + 1:]:
+        if ":  " not in l or "0x" not in l.split(":  ")[0]:
+            break
+        insns.append(l)
+    assert len(insns) >= 5, out[i:i + 10]
+    counted = sum(int(l.split()[1]) for l in insns if l.split()[0].endswith("%"))
+    assert counted >= 0.9 * hot, (counted, hot, insns)
+    assert any(" call " in l or "mulsd" in l for l in insns), insns
 
 
 def test_nested_native(record, numba_python):
