@@ -126,7 +126,7 @@ check-versions: all
 demo:
 	scripts/deps.sh demo
 	$(MAKE) all
-	$(BIN)/strata record -o $(BUILD)/demo.strata -- /usr/bin/python3 examples/demo.py
+	$(BIN)/strata record --jit-lines -o $(BUILD)/demo.strata -- /usr/bin/python3 examples/demo.py
 	$(BIN)/strata report $(BUILD)/demo.strata
 
 bench: all

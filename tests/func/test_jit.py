@@ -13,6 +13,9 @@ worker threads.
 Numba comes from Debian (python3-numba) for /usr/bin/python3, and from PyPI
 in the pyenv virtualenvs (3.10+) where scripts/pyenvs.sh installed it.
 """
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -167,3 +170,41 @@ def test_prange_workers(record, numba_python):
         jit = [l for l in trep["lines"] if l["kind"] == "jit"]
         on_body = sum(l["self"] for l in jit if l["line"] == body and l["file"].endswith("jit/prange.py"))
         assert on_body >= 0.7 * t["samples"], (t, jit[:5])
+
+
+def test_cache_true(record, numba_python, tmp_path):
+    """cache=True: the second run loads the compiled code from Numba's
+    cache instead of compiling it; it is registered all the same, named,
+    and its lines are there."""
+    prog = tmp_path / "cached.py"
+    prog.write_text((JIT / "hotline.py").read_text().replace("@njit", "@njit(cache=True)"))
+    hot = marker_line("hotline.py", "HOT")
+    for run_no in (1, 2):
+        interp, exe = numba_python
+        res = record(interp, prog, "1.5", opts=["--jit-lines"], exe=str(exe), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        rep = res.report()
+        kernel = jit_funcs(rep, "__main__.kernel(")[0]
+        lines = [l for l in rep["lines"] if l["function"] == kernel["name"]]
+        on_hot = sum(l["self"] for l in lines if l["line"] == hot)
+        assert on_hot >= 0.8 * sum(l["self"] for l in lines), (run_no, lines)
+    assert list(tmp_path.glob("__pycache__/cached.kernel-*.nbi")), "Numba did not cache"
+
+
+def test_discovery_register_unregister(record, debian_python, tmp_path):
+    """Images registered and unregistered at any time through the GDB JIT
+    interface (a stand-in JIT driven from Python) are recorded in order:
+    three images, the first unloaded in between."""
+    if not shutil.which("gcc"):
+        pytest.skip("no gcc")
+    lib = tmp_path / "libfake_llvm_jit.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", lib, JIT / "fakejit.c"], check=True)
+    image = Path(__file__).parent.parent / "unit" / "fixtures" / "numba_kernel.jit.o"
+    res = record(debian_python, "jit/fakejit.py", lib, image)
+    assert res.returncode == 0, res.stderr
+    d = strata("dump", res.path)
+    assert d.returncode == 0, d.stderr
+    events = re.findall(r"jit-(image|unload) #(\d+)", d.stdout)
+    assert events == [("image", "1"), ("unload", "1"), ("image", "2"), ("image", "3")], events
+    size = image.stat().st_size
+    assert len(re.findall(r"jit-image #\d+ 0x7fd7610d9000-0x7fd7610d93e8 .* image=%d bytes" % size, d.stdout)) == 3
