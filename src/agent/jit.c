@@ -265,14 +265,24 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /* Looks for descriptors in every loaded object, when objects were loaded
  * since the last look. The loader is not called under our lock's users'
  * feet: this runs in the writer only. */
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	if (size < offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+		return -1;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* the counter is the same in every entry */
+}
+
 static void find_descriptors(void)
 {
 	static struct scan_ctx c; /* writer only; 128 KB is too much stack */
+	unsigned long long adds = 0;
+	/* Every pass: one callback, to see whether anything was loaded. */
+	if (J.scanned && dl_iterate_phdr(adds_cb, &adds) == 1 && adds == J.adds)
+		return;
 	c.n = 0;
 	c.adds = 0;
 	dl_iterate_phdr(scan_cb, &c);
-	if (J.scanned && c.adds == J.adds)
-		return;
 	J.scanned = 1;
 	J.adds = c.adds;
 	add_desc(dlsym(RTLD_DEFAULT, "__jit_debug_descriptor"));
