@@ -29,6 +29,10 @@
  */
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,6 +42,7 @@
 #include "agent.h"
 #include "jit.h"
 #include "unwind.h"
+#include "../common/elfsect.h"
 #include "../common/format.h"
 
 /* The GDB JIT interface (gdb/doc/gdb.texinfo, "JIT Interface"). */
@@ -233,6 +238,7 @@ static void add_desc(void *sym)
 
 struct scan_ctx {
 	char names[256][512];
+	uint64_t bias[256];
 	uint32_t n;
 	unsigned long long adds;
 };
@@ -257,9 +263,45 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	if (name && *name && c->n < 256) {
 		strncpy(c->names[c->n], name, sizeof(c->names[0]) - 1);
 		c->names[c->n][sizeof(c->names[0]) - 1] = 0;
+		c->bias[c->n] = info->dlpi_addr;
 		c->n++;
 	}
 	return 0;
+}
+
+/* A symbol the object's dynamic table does not export, from its .symtab:
+ * PyPI's llvmlite links LLVM statically and keeps __jit_debug_descriptor
+ * local. The file is mapped, searched once and unmapped. Returns the
+ * symbol's ELF address, or 0. */
+static uint64_t local_symbol(const char *path, const char *want)
+{
+	struct elf_section sym, str;
+	if (elf_find_section(path, ".symtab", &sym) || elf_find_section(path, ".strtab", &str))
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	uint64_t found = 0;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && sym.offset + sym.size <= (uint64_t)st.st_size &&
+	    str.offset + str.size <= (uint64_t)st.st_size) {
+		uint8_t *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m != MAP_FAILED) {
+			size_t wl = strlen(want);
+			for (uint64_t k = 0; k + sizeof(Elf64_Sym) <= sym.size && !found; k += sizeof(Elf64_Sym)) {
+				Elf64_Sym e;
+				memcpy(&e, m + sym.offset + k, sizeof(e));
+				if (ELF64_ST_TYPE(e.st_info) != STT_OBJECT || e.st_shndx == SHN_UNDEF ||
+				    e.st_name + wl + 1 > str.size)
+					continue;
+				if (!memcmp(m + str.offset + e.st_name, want, wl + 1))
+					found = e.st_value;
+			}
+			munmap(m, (size_t)st.st_size);
+		}
+	}
+	close(fd);
+	return found;
 }
 
 /* Looks for descriptors in every loaded object, when objects were loaded
@@ -294,8 +336,14 @@ static void find_descriptors(void)
 		void *h = dlopen(c.names[i], RTLD_LAZY | RTLD_NOLOAD);
 		if (!h)
 			continue;
-		add_desc(dlsym(h, "__jit_debug_descriptor"));
+		void *d = dlsym(h, "__jit_debug_descriptor");
 		dlclose(h);
+		if (!d && strstr(c.names[i], "llvmlite")) {
+			uint64_t v = local_symbol(c.names[i], "__jit_debug_descriptor");
+			if (v)
+				d = (void *)(uintptr_t)(c.bias[i] + v);
+		}
+		add_desc(d);
 	}
 }
 

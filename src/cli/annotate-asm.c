@@ -79,7 +79,7 @@ static void disassemble(struct jasm *a, const struct profile *p, uint64_t addr)
 	struct jit_info ji;
 	const uint8_t *code;
 	uint64_t start, len;
-	if (!sp || !jit_lookup(sp, addr, 0, &ji) || !ji.name || jit_image_bytes(sp, addr, &code, &start, &len))
+	if (!sp || !jit_lookup_any(sp, addr, 0, &ji) || !ji.name || jit_image_bytes(sp, addr, &code, &start, &len))
 		return;
 	uint64_t fs = ji.func_start, fe = ji.func_end;
 	if (fs < start || fe > start + len || fe <= fs)
@@ -113,7 +113,7 @@ static void disassemble(struct jasm *a, const struct profile *p, uint64_t addr)
 		o->size = ins[k].size;
 		snprintf(o->text, sizeof(o->text), "%s %s", ins[k].mnemonic, ins[k].op_str);
 		struct jit_info li;
-		jit_lookup(sp, o->addr, 0, &li);
+		jit_lookup_any(sp, o->addr, 0, &li);
 		o->file = li.file;
 		o->line = li.line;
 		o->samples = samples_in(a, o->addr, o->addr + o->size);

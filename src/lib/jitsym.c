@@ -269,13 +269,13 @@ void jit_space_unload(struct jit_space *sp, uint64_t id)
 			sp->imgs[i]->live = 0;
 }
 
-static struct jimage *find_image(const struct jit_space *sp, uint64_t pc)
+static struct jimage *find_image(const struct jit_space *sp, uint64_t pc, int dead_too)
 {
 	/* Newest first: an address reused after an unload belongs to the
 	 * image registered last. */
 	for (uint32_t i = sp->n; i-- > 0;) {
 		struct jimage *g = sp->imgs[i];
-		if (!g->live)
+		if (!g->live && !dead_too)
 			continue;
 		for (uint32_t k = 0; k < g->nranges; k++)
 			if (pc >= g->ranges[k][0] && pc < g->ranges[k][1])
@@ -376,11 +376,11 @@ static int find_cu(Dwarf *dw, uint64_t pc, Dwarf_Die *out)
 	return -1;
 }
 
-int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *out)
+static int lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *out, int dead_too)
 {
 	memset(out, 0, sizeof(*out));
 	uint64_t pc = call ? addr - 1 : addr;
-	struct jimage *g = sp ? find_image(sp, pc) : NULL;
+	struct jimage *g = sp ? find_image(sp, pc, dead_too) : NULL;
 	if (!g)
 		return 0;
 	out->module = g->label;
@@ -429,9 +429,19 @@ int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *o
 	return 1;
 }
 
+int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *out)
+{
+	return lookup(sp, addr, call, out, 0);
+}
+
+int jit_lookup_any(struct jit_space *sp, uint64_t addr, int call, struct jit_info *out)
+{
+	return lookup(sp, addr, call, out, 1);
+}
+
 int jit_image_bytes(const struct jit_space *sp, uint64_t addr, const uint8_t **code, uint64_t *start, uint64_t *len)
 {
-	struct jimage *g = sp ? find_image(sp, addr) : NULL;
+	struct jimage *g = sp ? find_image(sp, addr, 1) : NULL;
 	if (!g)
 		return -1;
 	Elf64_Ehdr eh;

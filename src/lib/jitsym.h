@@ -39,13 +39,18 @@ struct jit_info {
  * live image of sp, else 0. Strings live as long as sp. */
 int jit_lookup(struct jit_space *sp, uint64_t addr, int call, struct jit_info *out);
 
+/* The same, also in images unloaded since (the newest image that had addr
+ * wins): for looking at code after the fact, like `annotate --asm`. */
+int jit_lookup_any(struct jit_space *sp, uint64_t addr, int call, struct jit_info *out);
+
 /* The machine code of the executable section holding addr (as stored in
- * the image: calls to other objects unrelocated). Returns 0 or -1. */
+ * the image: calls to other objects unrelocated), unloaded images
+ * included. Returns 0 or -1. */
 int jit_image_bytes(const struct jit_space *sp, uint64_t addr, const uint8_t **code, uint64_t *start,
 		    uint64_t *len);
 
-/* The JIT space of the profile's process whose live image holds addr
- * (native.c), or NULL: for `annotate --asm`. */
+/* The JIT space of the profile's process with an image (live or
+ * unloaded) that held addr (native.c), or NULL: for `annotate --asm`. */
 struct profile;
 struct jit_space *profile_jit_space(const struct profile *p, uint64_t addr);
 

@@ -129,7 +129,7 @@ struct jit_space *profile_jit_space(const struct profile *p, uint64_t addr)
 {
 	struct jit_info ji;
 	for (uint32_t i = 0; i < p->in->nstreams; i++)
-		if (p->in->streams[i].jit && jit_lookup(p->in->streams[i].jit, addr, 0, &ji))
+		if (p->in->streams[i].jit && jit_lookup_any(p->in->streams[i].jit, addr, 0, &ji))
 			return p->in->streams[i].jit;
 	return NULL;
 }

@@ -154,7 +154,13 @@ def test_late_compile(record, numba_python):
     rep = res.report()
     rows = jit_funcs(rep, "__main__.main.<locals>.late_kernel(")
     assert rows, [f["name"] for f in rep["functions"][:20]]
-    assert rows[0]["self"] >= 0.25 * rep["samples"], (rows[0], rep["samples"])
+    caller = marker_line("late.py", "CALLER")
+    under_caller = sum(l["total"] for l in rep["lines"]
+                       if l["kind"] == "python" and l["line"] == caller and l["file"].endswith("late.py"))
+    # ~1.5 s of CPU in the kernel, after ~1.5 s of Python and the import
+    # and compile (longer with newer Numba): all of it named.
+    assert under_caller > 800, under_caller
+    assert rows[0]["self"] >= 0.9 * under_caller, (rows[0], under_caller)
 
 
 def test_prange_workers(record, numba_python):
