@@ -446,6 +446,8 @@ static void json_view(const struct ctx *c, const struct view *v, struct json *j)
 		json_uint(j, l->line);
 		json_key(j, "function");
 		json_string(j, c->p->funcs[l->func].name);
+		json_key(j, "kind"); /* "jit": the line's samples ran in JIT-compiled code */
+		json_string(j, pkind_name(c->p->funcs[l->func].kind));
 		json_costs(c, l->self, l->total, j);
 		json_key(j, "source");
 		const char *text;
