@@ -118,8 +118,52 @@ static void test_image(void)
 	free(img);
 }
 
+/* REC_JIT_IMAGE / REC_JIT_UNLOAD round trip; every truncation fails cleanly. */
+static void test_records(void)
+{
+	uint8_t elf[300];
+	for (size_t i = 0; i < sizeof(elf); i++)
+		elf[i] = (uint8_t)(i * 7);
+	struct rec_jit_image in = { .id = 42, .start = 0x7f0000001000ull, .end = 0x7f0000001400ull,
+				    .time_ns = 123456789, .flags = 0, .image = elf, .image_len = sizeof(elf) };
+	struct wbuf b;
+	wbuf_init(&b);
+	rec_put_jit_image(&b, &in);
+	struct rec_jit_unload un = { 42, 987654321 };
+	rec_put_jit_unload(&b, &un);
+	struct rbuf all, body;
+	rbuf_init(&all, b.data, b.len);
+	uint64_t type;
+	CHECK_EQ(rec_next(&all, &type, &body), 1);
+	CHECK_U64(type, REC_JIT_IMAGE);
+	size_t body_len = rbuf_left(&body);
+	const uint8_t *body_start = body.p;
+	struct rec_jit_image out;
+	CHECK_EQ(rec_get_jit_image(&body, &out), 0);
+	CHECK_U64(out.id, 42);
+	CHECK_U64(out.start, in.start);
+	CHECK_U64(out.end, in.end);
+	CHECK_U64(out.time_ns, in.time_ns);
+	CHECK(out.image_len == sizeof(elf) && !memcmp(out.image, elf, sizeof(elf)));
+	rec_free_jit_image(&out);
+	for (size_t cut = 0; cut < body_len; cut++) {
+		struct rbuf t;
+		rbuf_init(&t, body_start, cut);
+		CHECK_EQ(rec_get_jit_image(&t, &out), -1);
+	}
+	CHECK_EQ(rec_next(&all, &type, &body), 1);
+	CHECK_U64(type, REC_JIT_UNLOAD);
+	struct rec_jit_unload u2;
+	CHECK_EQ(rec_get_jit_unload(&body, &u2), 0);
+	CHECK_U64(u2.id, 42);
+	CHECK_U64(u2.time_ns, 987654321);
+	CHECK_EQ(rec_next(&all, &type, &body), 0);
+	wbuf_free(&b);
+}
+
 int main(void)
 {
+	RUN(test_records);
 	RUN(test_demangle);
 	RUN(test_image);
 	return test_summary();
