@@ -40,6 +40,8 @@ CLI_LIBS   = -lzstd -lm
 CLI_LIBS  += -ldw -lelf -lstdc++
 # -f pprof writes gzip (zlib).
 CLI_LIBS  += -lz
+# annotate --asm: JIT machine code disassembled with capstone.
+CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
@@ -124,7 +126,7 @@ check-versions: all
 demo:
 	scripts/deps.sh demo
 	$(MAKE) all
-	$(BIN)/strata record -o $(BUILD)/demo.strata -- /usr/bin/python3 examples/demo.py
+	$(BIN)/strata record --jit-lines -o $(BUILD)/demo.strata -- /usr/bin/python3 examples/demo.py
 	$(BIN)/strata report $(BUILD)/demo.strata
 
 bench: all

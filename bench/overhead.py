@@ -22,6 +22,14 @@ tables). `standby` runs the program with the agent preloaded in standby
 (STRATA_AGENT=1, no output: what a service waiting to be attached to pays);
 `paused` is an agent that records to a file with sampling stopped (strata
 record --paused).
+
+JIT (workload `numba`): `jitlines` is `strata record --jit-lines` (the
+target runs with NUMBA_DEBUGINFO=1, so Numba emits line tables, which
+changes the code it generates); `debuginfo` profiles nothing and only sets
+NUMBA_DEBUGINFO=1, so its ratio is what the line tables cost the program
+by themselves, with no profiler:
+
+    bench/overhead.py --workload numba --runs 7 --config F=1000 --config jitlines --config debuginfo
 """
 import argparse
 import json
@@ -38,6 +46,7 @@ AGENT = ROOT / "build" / "lib" / "strata" / "libstrata-agent.so"
 WORKLOADS = {
     "calls": (ROOT / "bench" / "workloads" / "calls.py", ["50"]),
     "numpy": (ROOT / "bench" / "workloads" / "numpy_sort_fft.py", ["40"]),
+    "numba": (ROOT / "bench" / "workloads" / "numba_kernels.py", ["150"]),
 }
 
 
@@ -51,7 +60,10 @@ def config_args(cfg):
     args = []
     for item in filter(None, cfg.split(",")):
         k, _, v = item.partition("=")
-        if k in AGENT_ONLY:
+        if k in AGENT_ONLY or k == "debuginfo":
+            continue
+        if k == "jitlines":
+            args.append("--jit-lines")
             continue
         flag = ("-" if len(k) == 1 else "--") + k
         if k == "e":
@@ -77,8 +89,10 @@ def agent_env(cfg, out):
             opts["paused"] = "1"
         elif k == "native":
             opts["native"] = "1"
-        elif k == "standby":
+        elif k in ("standby", "debuginfo"):
             pass
+        elif k == "jitlines":
+            opts["jitlines"] = "1"
         elif k == "e":
             opts["events"] = v
         elif k == "c":
@@ -86,6 +100,11 @@ def agent_env(cfg, out):
         else:
             extra.append(item)
     env = dict(os.environ)
+    if opts.pop("jitlines", None):
+        env["NUMBA_DEBUGINFO"] = "1"
+    if "debuginfo" in cfg.split(","):
+        env["NUMBA_DEBUGINFO"] = "1"  # the program alone, not profiled
+        return env
     env["LD_PRELOAD"] = str(AGENT)
     if "standby" in cfg.split(","):
         env["STRATA_AGENT"] = "1"
@@ -109,7 +128,7 @@ def run_cpu(cmd, env=None):
 def prepare(cfg, tmp):
     """The profiled run's environment and output file."""
     out = Path(tmp) / "bench.strata"
-    if "standby" not in cfg.split(","):
+    if "standby" not in cfg.split(",") and "debuginfo" not in cfg.split(","):
         # `strata record -- /bin/true` creates the file (header and session)
         # and says no Python was seen; the target then appends to it like
         # any child.
@@ -120,7 +139,7 @@ def prepare(cfg, tmp):
 
 def finish(cfg, out):
     """Bytes written, samples, share of failed native unwinds."""
-    if "standby" in cfg.split(","):
+    if "standby" in cfg.split(",") or "debuginfo" in cfg.split(","):
         return 0, 0, float("nan")  # nothing is written
     rep = subprocess.run([str(STRATA), "report", "--json", str(out)], capture_output=True, text=True)
     if rep.returncode != 0:

@@ -413,6 +413,10 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			agent.cfg.native = 0;
 		}
 	}
+	/* Numba emits line tables (what `strata record --jit-lines` asks for). */
+	const char *dbg = getenv("NUMBA_DEBUGINFO");
+	if (dbg && atoi(dbg) > 0)
+		agent.stream_flags |= PROC_JIT_LINES;
 	if (agent.cfg.perf_map)
 		jitdump_start(); /* says on stderr when it cannot */
 	/* In standby nothing is sampled until an output is attached. */

@@ -283,6 +283,23 @@ void control_unlink_socket(void);
  * Writes the reply ("ok\n..." or "error: ...") into reply. */
 void control_exec(const char *req, int fd, char *reply, size_t n);
 
+struct wbuf;
+/* jit.c (the listener API is jit.h) */
+/* Writer pass: finds JIT images registered or unregistered since the last
+ * pass, appends their records to recs (NULL: no output) and updates the
+ * handler's table. */
+void jit_poll(struct wbuf *recs);
+/* A new stream starts: announce every live image again. */
+void jit_stream_reset(void);
+/* Whether any JIT code is known (the handler then looks for it). */
+int jit_active(void);
+/* Handler, without --native: stores in out[0] the interrupted pc if it is
+ * in JIT code, or the return address into JIT code of the function JIT
+ * code called (setting STACK_JIT_RETURN); returns 1, or 0 when the thread
+ * is not in JIT code. Must run under the capture's fault guard. */
+int jit_leaf_capture(const void *uc, uint64_t *out, uint8_t *flags);
+uint64_t jit_images_seen(void);
+
 /* process.c: what exec'd children inherit after the output changed. */
 void process_env_set_output(const char *path);
 

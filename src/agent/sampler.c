@@ -348,7 +348,10 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 	unsigned depth = agent.cfg.max_depth;
 	/* Native stacks only for a thread sampling itself: the registers come
 	 * from its own interrupted context. */
-	unsigned ndepth = agent.cfg.native && self && uc ? agent.cfg.native_depth : 0;
+	/* Without --native, a thread in JIT code still records where: the
+	 * JIT function is the leaf of its Python caller's stack. */
+	const int jit = !agent.cfg.native && self && uc && jit_active();
+	const unsigned ndepth = agent.cfg.native && self && uc ? agent.cfg.native_depth : jit ? 1 : 0;
 	uint32_t cbytes = ncounters * (uint32_t)sizeof(uint64_t);
 	uint32_t max = (uint32_t)(sizeof(struct rsample) + cbytes + depth * sizeof(struct strata_pyframe) + ndepth * 8u);
 	uint8_t *p = ring_reserve(ring, max);
@@ -410,15 +413,15 @@ static void capture(struct tslot *g, struct ring *ring, pid_t tid, void *tstate,
 		if (sigsetjmp(g->guard_jb, 0) == 0) {
 			g->guard_on = 1;
 			uint8_t f = 0;
-			nn = unwind_capture(g, uc, nat, (int)ndepth, &f);
+			nn = jit ? jit_leaf_capture(uc, nat, &f) : unwind_capture(g, uc, nat, (int)ndepth, &f);
 			nflags = f;
 			g->guard_on = 0;
 		} else {
 			/* A stack word was unreadable: keep the frames found so
 			 * far (unwind_capture stores as it goes). */
 			atomic_store_explicit(&g->unwind_hazard, NULL, memory_order_release);
-			nflags = STACK_NATIVE_FAILED;
-			nn = g->native_progress;
+			nflags = jit ? 0 : STACK_NATIVE_FAILED;
+			nn = jit ? 0 : g->native_progress;
 		}
 		h->stack_flags |= nflags;
 		h->nnative = (uint16_t)nn;

@@ -83,6 +83,8 @@ struct uobj {
 	int present;                /* seen by the last scan */
 	int announced;              /* REC_MODULE written in the current stream */
 	int gone;                   /* unloaded: free when no snapshot uses it */
+	int jit;                    /* JIT code (jit.c): no module record, not found by scans */
+	uint64_t jit_id;
 	unsigned refs;              /* snapshots that point at it */
 };
 
@@ -611,7 +613,7 @@ static struct uobj *find_obj(const struct objinfo *oi)
 {
 	uint32_t kind = is_vdso(oi) ? MOD_VDSO : !oi->name[0] ? MOD_MAIN : 0;
 	for (struct uobj *o = U.objs; o; o = o->next) {
-		if (o->gone || o->bias != oi->bias || (o->flags & (MOD_MAIN | MOD_VDSO)) != kind)
+		if (o->gone || o->jit || o->bias != oi->bias || (o->flags & (MOD_MAIN | MOD_VDSO)) != kind)
 			continue;
 		if (kind || !strcmp(o->path, oi->name))
 			return o;
@@ -726,6 +728,18 @@ static void reclaim(void)
 	}
 }
 
+static void snap_publish(void)
+{
+	struct usnap *sn = snap_build();
+	if (sn) {
+		struct usnap *old = atomic_exchange(&U.cur, sn);
+		if (old) {
+			old->next_retired = U.retired;
+			U.retired = old;
+		}
+	}
+}
+
 static void put_module(struct wbuf *recs, struct uobj *o, int unloaded)
 {
 	for (uint32_t i = 0; i < o->nseg; i++) {
@@ -774,7 +788,7 @@ static int poll_objects(struct wbuf *recs, int reclaim_ok)
 		free(oi);
 		changed = sc.changed;
 		for (struct uobj *o = U.objs; o; o = o->next)
-			if (!o->gone && !o->present) {
+			if (!o->gone && !o->present && !o->jit) {
 				o->gone = 1;
 				changed = 1;
 				if (o->announced && recs)
@@ -818,18 +832,11 @@ static int poll_objects(struct wbuf *recs, int reclaim_ok)
 		if (U.debug)
 			agent_log("native: %u objects, %u tables (%llu KiB), %.1f ms CPU scanning and building so far",
 				  count_objs(), U.compiled, (unsigned long long)(U.table_bytes >> 10), U.scan_ns / 1e6);
-		struct usnap *sn = snap_build();
-		if (sn) {
-			struct usnap *old = atomic_exchange(&U.cur, sn);
-			if (old) {
-				old->next_retired = U.retired;
-				U.retired = old;
-			}
-		}
+		snap_publish();
 	}
 	if (recs)
 		for (struct uobj *o = U.objs; o; o = o->next)
-			if (!o->gone && !o->announced) {
+			if (!o->gone && !o->announced && !o->jit) {
 				put_module(recs, o, 0);
 				o->announced = 1;
 			}
@@ -875,6 +882,55 @@ int unwind_init(void)
 	U.debug = getenv("STRATA_DEBUG_NATIVE") != NULL;
 	*(void **)&U.find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
 	return unwind_poll(NULL) < 0 ? -1 : 0;
+}
+
+/* JIT code: its table is built at once from the loaded (relocated)
+ * .eh_frame that the in-memory image's section header points at; JIT
+ * functions are few and small, and a sample in one is likely. */
+void unwind_jit_add(uint64_t id, const uint64_t (*ranges)[2], uint32_t nranges, uint64_t eh, uint64_t eh_len)
+{
+	if (!nranges || !eh || !eh_len || eh_len > (16u << 20))
+		return;
+	struct uobj *o = calloc(1, sizeof(*o));
+	uint8_t *buf = o ? copy_mem(eh, (size_t)eh_len) : NULL;
+	if (!buf) {
+		free(o);
+		return;
+	}
+	struct cfi_source src = { buf, (size_t)eh_len, eh, 0 };
+	uint32_t bad = 0;
+	int r = cfi_build_section(&o->cfi, &src, 0, &bad);
+	free(buf);
+	if (r != CFI_OK) {
+		cfi_table_free(&o->cfi);
+		free(o);
+		return;
+	}
+	o->has_cfi = 1;
+	U.table_bytes += cfi_table_bytes(&o->cfi);
+	U.compiled++;
+	o->jit = 1;
+	o->jit_id = id;
+	for (uint32_t i = 0; i < nranges && o->nseg < MAX_SEGS; i++) {
+		o->seg_start[o->nseg] = ranges[i][0];
+		o->seg_end[o->nseg] = ranges[i][1];
+		o->nseg++;
+	}
+	o->present = 1;
+	o->next = U.objs;
+	U.objs = o;
+	snap_publish();
+}
+
+void unwind_jit_remove(uint64_t id)
+{
+	for (struct uobj *o = U.objs; o; o = o->next)
+		if (o->jit && !o->gone && o->jit_id == id) {
+			o->gone = 1;
+			snap_publish();
+			reclaim();
+			return;
+		}
 }
 
 uint64_t unwind_table_bytes(void) { return U.table_bytes; }

@@ -590,7 +590,10 @@ static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe
 		return UINT32_MAX;
 	id = W.next_stack++;
 	if (h->nnative) {
-		unwind_cover(native, h->nnative, &W.recs);
+		/* Without --native the one address is a JIT leaf, which its
+		 * REC_JIT_IMAGE covers: no object to announce. */
+		if (agent.cfg.native)
+			unwind_cover(native, h->nnative, &W.recs);
 		perfread_cover(native, h->nnative, &W.recs);
 	}
 	struct rec_stack st = {
@@ -675,6 +678,8 @@ static void drain_all(void)
 	/* So are perf-map names of code generated since (CPython 3.12's
 	 * -X perf trampolines, other JITs). */
 	perfread_poll(&W.recs);
+	/* JIT images, likewise, before the samples in their code. */
+	jit_poll(writer_has_output() ? &W.recs : NULL);
 	pthread_mutex_lock(&grave_lock);
 	W.dying = graveyard;
 	graveyard = NULL;
@@ -894,6 +899,7 @@ static void state_reset(void)
 	if (agent.cfg.native)
 		unwind_stream_reset();
 	perfread_stream_reset();
+	jit_stream_reset();
 }
 
 static int start_thread(void)

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "annotate-asm.h"
 #include "builtin.h"
 #include "../lib/json.h"
 #include "../lib/linecost.h"
@@ -45,6 +46,9 @@ static const char usage_text[] =
 	"  -p, --pid PID        only samples of process PID\n"
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
+	"      --asm            under each JIT-compiled line (Numba, recorded with\n"
+	"                       --jit-lines), its machine code with the samples of each\n"
+	"                       instruction\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"self: samples whose innermost Python frame is at the line (the line was\n"
@@ -61,6 +65,7 @@ struct annotate_opts {
 	const char *target;
 	uint32_t pid, tid;
 	int no_idle;
+	int asm_;
 	const char *path;
 };
 
@@ -83,6 +88,7 @@ struct ctx {
 	struct ratio rt[RATIOS_MAX];
 	uint32_t nr;
 	char cwd[PATH_MAX];
+	struct jasm *jasm;         /* --asm */
 };
 
 static double pct(uint64_t v, uint64_t total) { return total ? 100.0 * (double)v / (double)total : 0.0; }
@@ -353,6 +359,8 @@ static void print_view(const struct ctx *c, const struct view *v)
 		if (have_src)
 			put_source(text, tlen);
 		printf("%s\n", is_hot ? off : "");
+		if (c->jasm && l)
+			jasm_print_line(c->jasm, lf->path, ln, all, 2);
 	}
 	printf("\n");
 }
@@ -438,6 +446,8 @@ static void json_view(const struct ctx *c, const struct view *v, struct json *j)
 		json_uint(j, l->line);
 		json_key(j, "function");
 		json_string(j, c->p->funcs[l->func].name);
+		json_key(j, "kind"); /* "jit": the line's samples ran in JIT-compiled code */
+		json_string(j, pkind_name(c->p->funcs[l->func].kind));
 		json_costs(c, l->self, l->total, j);
 		json_key(j, "source");
 		const char *text;
@@ -517,6 +527,7 @@ int cmd_annotate(int argc, char **argv)
 		{ "pid", required_argument, 0, 'p' },
 		{ "tid", required_argument, 0, 't' },
 		{ "no-idle", no_argument, 0, 'I' },
+		{ "asm", no_argument, 0, 'A' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -566,6 +577,9 @@ int cmd_annotate(int argc, char **argv)
 			break;
 		case 'I':
 			o.no_idle = 1;
+			break;
+		case 'A':
+			o.asm_ = 1;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -621,6 +635,12 @@ int cmd_annotate(int argc, char **argv)
 		errorf("%s: out of memory", o.path);
 		rc0 = 1;
 	}
+	if (o.asm_ && !rc0 && !o.json && !(c.jasm = jasm_build(p, &f))) {
+		errorf("%s: out of memory", o.path);
+		rc0 = 1;
+	}
+	if (c.jasm && !jasm_sampled(c.jasm))
+		warnf("%s: --asm: no samples in JIT code with a machine code image", o.path);
 	if (!getcwd(c.cwd, sizeof(c.cwd)))
 		c.cwd[0] = 0;
 	struct view *views = NULL;
@@ -659,6 +679,7 @@ int cmd_annotate(int argc, char **argv)
 		rc = 1;
 	}
 	free(views);
+	jasm_free(c.jasm);
 	agg_free((struct agg *)c.agg);
 	linecost_free((struct linecost *)c.lc);
 	source_cache_free(c.src);

@@ -182,6 +182,22 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		perfmap_entries_free(pe, n);
 		break;
 	}
+	case REC_JIT_IMAGE: {
+		struct rec_jit_image j;
+		if (rec_get_jit_image(body, &j))
+			goto bad;
+		printf("jit-image #%" PRIu64 " %#" PRIx64 "-%#" PRIx64 " t=%" PRIu64 " flags=%#x image=%zu bytes", j.id,
+		       j.start, j.end, j.time_ns, j.flags, j.image_len);
+		rec_free_jit_image(&j);
+		break;
+	}
+	case REC_JIT_UNLOAD: {
+		struct rec_jit_unload u;
+		if (rec_get_jit_unload(body, &u))
+			goto bad;
+		printf("jit-unload #%" PRIu64 " t=%" PRIu64, u.id, u.time_ns);
+		break;
+	}
 	case REC_EVENT_DESC: {
 		struct rec_event_desc e;
 		if (rec_get_event_desc(body, &e))

@@ -56,6 +56,8 @@ static const char usage_text[] =
 	"      --perf-map       for Linux perf: write /tmp/perf-PID.map lines and a\n"
 	"                       jitdump (jit-PID.dump in $STRATA_JITDUMP_DIR or\n"
 	"                       ~/.debug/jit) for JIT code (see docs/perf.md)\n"
+	"      --jit-lines      attribute Numba-compiled code to its Python source lines\n"
+	"                       (runs the command with NUMBA_DEBUGINFO=1; docs/jit.md)\n"
 	"  -q, --quiet          do not print the summary line\n"
 	"  -h, --help           show this help\n";
 
@@ -206,6 +208,7 @@ int cmd_record(int argc, char **argv)
 		{ "paused", no_argument, 0, 'P' },
 		{ "native", no_argument, 0, 'N' },
 		{ "perf-map", no_argument, 0, 'M' },
+		{ "jit-lines", no_argument, 0, 'J' },
 		{ "quiet", no_argument, 0, 'q' },
 		{ "help", no_argument, 0, 'h' },
 		{ "pid", required_argument, 0, 'p' },
@@ -289,6 +292,10 @@ int cmd_record(int argc, char **argv)
 			o.perf_map = 1;
 			set_fixed = 1;
 			break;
+		case 'J':
+			o.jit_lines = 1;
+			set_fixed = 1;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -305,7 +312,7 @@ int cmd_record(int argc, char **argv)
 			die_usage(usage_text);
 		}
 		if (set_fixed || events || period) {
-			errorf("--mode, --max-depth, --native, --perf-map and -e are fixed when a process starts; "
+			errorf("--mode, --max-depth, --native, --jit-lines, --perf-map and -e are fixed when a process starts; "
 			       "with --pid only -F, -o, -f, -d and --paused apply");
 			return 2;
 		}

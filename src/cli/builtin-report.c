@@ -175,6 +175,18 @@ static const char *short_path(const char *file, const char *cwd)
 	return file;
 }
 
+/* A JIT function's name in a table column: Numba's carry their signature,
+ * "__main__.kernel(float64[::1], int64)"; when that does not fit, the
+ * signature is what goes ("__main__.kernel(...)"), not the name. */
+static const char *table_name(const struct pfunc *f, size_t width, char *buf, size_t n)
+{
+	const char *par = f->kind == PK_JIT ? strchr(f->name, '(') : NULL;
+	if (!par || strlen(f->name) <= width || (size_t)(par - f->name) + 6 > n)
+		return f->name;
+	snprintf(buf, n, "%.*s(...)%s", (int)(par - f->name), f->name, strstr(par, " [") ? strstr(par, " [") : "");
+	return buf;
+}
+
 /* ---- source lines ----------------------------------------------------- */
 
 /* Line `line` (1-based) of the file, without leading blanks, into out. */
@@ -386,6 +398,14 @@ static const char *display_name(const struct pfunc *f, char *buf, size_t n)
 	return o ? buf : f->name;
 }
 
+/* The name in a table cell `width` wide. */
+static const char *shown_name(const struct pfunc *f, size_t width, char *buf, size_t n)
+{
+	if (f->kind == PK_JIT)
+		return table_name(f, width, buf, n);
+	return display_name(f, buf, n);
+}
+
 /* Where a function's frame is: file:line, or for native code without
  * debug information the object it is in. */
 static void location(char *out, size_t n, const struct pfunc *fn, uint32_t line, const char *cwd)
@@ -542,7 +562,7 @@ static void print_functions(const struct profile *p, const struct agg *a, const 
 		       pct(r->total[0], a->totals[0]), nw, r->total[0]);
 		evcols_row(&ec, r->self);
 		char dn[1024];
-		put_cell(display_name(f, dn, sizeof(dn)), (size_t)wf, 1, 0);
+		put_cell(shown_name(f, (size_t)wf, dn, sizeof(dn)), (size_t)wf, 1, 0);
 		printf("  ");
 		fit_location(loc, sizeof(loc), f, f->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
@@ -632,10 +652,10 @@ static void print_lines(const struct profile *p, const struct agg *a, const stru
 		fit_location(loc, sizeof(loc), f, r->line, cwd, wl);
 		put_cell(loc, (size_t)wl, 1, 0);
 		printf("  ");
-		int has_src = (f->kind == PK_PYTHON || f->kind == PK_NATIVE) &&
+		int has_src = (f->kind == PK_PYTHON || f->kind == PK_NATIVE || f->kind == PK_JIT) &&
 			      src_line(sc, f->file, r->line, text, sizeof(text)) == 0;
 		char dn[1024];
-		put_cell(display_name(f, dn, sizeof(dn)), (size_t)wf, 1, has_src ? PAD_LEFT : NO_PAD);
+		put_cell(shown_name(f, (size_t)wf, dn, sizeof(dn)), (size_t)wf, 1, has_src ? PAD_LEFT : NO_PAD);
 		if (has_src) {
 			printf("  ");
 			put_cell(text, (size_t)ws, 0, NO_PAD);

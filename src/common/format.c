@@ -185,8 +185,7 @@ int rec_type_known(uint64_t t)
 {
 	if (t == 0 || t > REC_TYPE_MAX_KNOWN)
 		return 0;
-	/* Reserved for the JIT capability, not decoded by this build yet. */
-	return t != REC_JIT_IMAGE && t != REC_JIT_UNLOAD;
+	return 1;
 }
 
 /* ---- record framing --------------------------------------------------- */
@@ -739,4 +738,54 @@ int rec_get_event_desc(struct rbuf *b, struct rec_event_desc *r)
 		return -1;
 	}
 	return 0;
+}
+
+void rec_put_jit_image(struct wbuf *b, const struct rec_jit_image *r)
+{
+	BODY_BEGIN(b);
+	wbuf_uv(o, r->id);
+	wbuf_uv(o, r->start);
+	wbuf_uv(o, r->end);
+	wbuf_uv(o, r->time_ns);
+	wbuf_uv(o, r->flags);
+	wbuf_bytes(o, r->image, r->image_len);
+	BODY_END(b, REC_JIT_IMAGE);
+}
+
+void rec_free_jit_image(struct rec_jit_image *r)
+{
+	free(r->image);
+	memset(r, 0, sizeof(*r));
+}
+
+int rec_get_jit_image(struct rbuf *b, struct rec_jit_image *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = rbuf_uv(b);
+	r->start = rbuf_uv(b);
+	r->end = rbuf_uv(b);
+	r->time_ns = rbuf_uv(b);
+	r->flags = get_u32(b);
+	r->image = dup_bytes(b, &r->image_len);
+	if (b->err || r->end < r->start || !r->image) {
+		rec_free_jit_image(r);
+		return -1;
+	}
+	return 0;
+}
+
+void rec_put_jit_unload(struct wbuf *b, const struct rec_jit_unload *r)
+{
+	BODY_BEGIN(b);
+	wbuf_uv(o, r->id);
+	wbuf_uv(o, r->time_ns);
+	BODY_END(b, REC_JIT_UNLOAD);
+}
+
+int rec_get_jit_unload(struct rbuf *b, struct rec_jit_unload *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = rbuf_uv(b);
+	r->time_ns = rbuf_uv(b);
+	return b->err ? -1 : 0;
 }

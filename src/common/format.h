@@ -147,6 +147,12 @@ enum stack_flags {
 	STACK_NATIVE_FAILED = 1 << 3,    /* native unwinding stopped early */
 	STACK_PY_STARTUP = 1 << 4,       /* no Python frames: the interpreter was starting */
 	STACK_PY_SHUTDOWN = 1 << 5,      /* no Python frames: the interpreter was shutting down */
+	/* Without --native, a thread in JIT code: native[] holds one address
+	 * in JIT code (STACK_JIT_LEAF), the interrupted pc, or, when JIT code
+	 * had called out (libm's sin, Numba's runtime), the return address
+	 * into JIT code found on the stack (STACK_JIT_RETURN too). */
+	STACK_JIT_RETURN = 1 << 6,
+	STACK_JIT_LEAF = 1 << 7,
 };
 enum pyframe_flags {
 	PYF_ENTRY = 1 << 0, /* frame entered from C (one C-level eval activation starts here) */
@@ -293,6 +299,26 @@ struct rec_event_desc {
 	uint32_t flags;         /* EVD_* */
 };
 
+/* One in-memory ELF object registered through the GDB JIT interface
+ * (__jit_debug_register_code). Its section headers hold the run-time
+ * addresses (sh_addr) of the loaded sections; symbols are section-relative
+ * (ET_REL); debug sections are unrelocated (the reader applies their
+ * .rela sections against those addresses). */
+struct rec_jit_image {
+	uint64_t id;            /* unique within the stream's process */
+	uint64_t start, end;    /* [start, end): the executable sections' span */
+	uint64_t time_ns;       /* CLOCK_MONOTONIC when the agent found it */
+	uint32_t flags;         /* none yet */
+	uint8_t *image;         /* the ELF bytes */
+	size_t image_len;
+};
+
+/* The image `id` was unregistered (its code freed): forget its range. */
+struct rec_jit_unload {
+	uint64_t id;
+	uint64_t time_ns;
+};
+
 /* Encoders append one whole record (type, length, body) to `b`. */
 void rec_put_session(struct wbuf *b, const struct rec_session *r);
 void rec_put_session_end(struct wbuf *b, const struct rec_session_end *r);
@@ -307,6 +333,8 @@ void rec_put_sample(struct wbuf *b, const struct rec_sample *r);
 void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r);
 void rec_put_module(struct wbuf *b, const struct rec_module *r);
 void rec_put_event_desc(struct wbuf *b, const struct rec_event_desc *r);
+void rec_put_jit_image(struct wbuf *b, const struct rec_jit_image *r);
+void rec_put_jit_unload(struct wbuf *b, const struct rec_jit_unload *r);
 /* Generic framing for record types encoded elsewhere: appends type, length and body. */
 void rec_put_raw(struct wbuf *b, uint32_t type, const void *body, size_t len);
 
@@ -330,6 +358,8 @@ int rec_get_sample(struct rbuf *b, struct rec_sample *r);
 int rec_get_dropped(struct rbuf *b, struct rec_dropped *r);
 int rec_get_module(struct rbuf *b, struct rec_module *r);
 int rec_get_event_desc(struct rbuf *b, struct rec_event_desc *r);
+int rec_get_jit_image(struct rbuf *b, struct rec_jit_image *r);
+int rec_get_jit_unload(struct rbuf *b, struct rec_jit_unload *r);
 
 void rec_free_session(struct rec_session *r);
 void rec_free_process(struct rec_process *r);
@@ -339,5 +369,6 @@ void rec_free_code(struct rec_code *r);
 void rec_free_stack(struct rec_stack *r);
 void rec_free_module(struct rec_module *r);
 void rec_free_event_desc(struct rec_event_desc *r);
+void rec_free_jit_image(struct rec_jit_image *r);
 
 #endif

@@ -191,6 +191,10 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("STRATA_OUTPUT", l->output_abs, 1);
 		setenv("STRATA_OPTIONS", opts, 1);
+		/* Numba then emits DWARF line tables for the code it compiles:
+		 * what maps JIT machine code to the @njit source lines. */
+		if (o->jit_lines)
+			setenv("NUMBA_DEBUGINFO", "1", 1);
 		execvp(o->argv[0], o->argv);
 		int e = errno;
 		ssize_t w = write(p[1], &e, sizeof(e));

@@ -19,6 +19,7 @@ struct launch_opts {
 	int paused;
 	int native;               /* --native: native stacks too */
 	int perf_map;             /* --perf-map: the agent writes perf maps and jitdumps of JIT code */
+	int jit_lines;            /* --jit-lines: NUMBA_DEBUGINFO=1 in the command's environment */
 	/* -e: event names joined with '+' (NULL: sample by CPU time) and the
 	 * first event's sampling period; the session record lists the names. */
 	const char *events;

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jitsym.h"
+#include "numbaname.h"
 #include "profile-internal.h"
 #include "symbols.h"
 
@@ -77,6 +79,76 @@ void native_on_perfmap(struct profile *p, uint32_t st, struct rbuf *body)
 	perfmap_entries_free(e, n);
 }
 
+void native_on_jit(struct profile *p, uint32_t st, uint64_t type, struct rbuf *body)
+{
+	struct pstream *s = &p->in->streams[st];
+	if (!s->jit && !(s->jit = jit_space_new())) {
+		p->in->oom = 1;
+		return;
+	}
+	if (type == REC_JIT_IMAGE) {
+		struct rec_jit_image r;
+		if (rec_get_jit_image(body, &r)) {
+			p->in->bad_bodies++;
+			return;
+		}
+		if (jit_space_add(s->jit, &r))
+			p->in->oom = 1;
+		rec_free_jit_image(&r);
+	} else {
+		struct rec_jit_unload u;
+		if (rec_get_jit_unload(body, &u)) {
+			p->in->bad_bodies++;
+			return;
+		}
+		jit_space_unload(s->jit, u.id);
+	}
+	/* Addresses already symbolized may now be (or no longer be) JIT code. */
+	u64map_free(&s->native_map);
+	memset(&s->native_map, 0, sizeof(s->native_map));
+}
+
+
+/* The frame of an address in JIT code. With line information (Numba's
+ * NUMBA_DEBUGINFO=1) a JIT function reads like a Python function: its
+ * @njit source file, first line and the line executing. */
+static uint32_t jit_frame(struct profile *p, const struct jit_info *ji, uint64_t addr)
+{
+	char buf[512];
+	const char *name = ji->name;
+	if (!name) {
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, ji->module, addr);
+		name = buf;
+	}
+	const char *file = ji->func_file ? ji->func_file : ji->file;
+	uint32_t line = ji->file && file && !strcmp(ji->file, file) ? ji->line : 0;
+	uint32_t func = profile_intern_func(p, PK_JIT, name, file ? file : "", ji->func_file ? ji->func_line : 0,
+					    "[jit]");
+	return profile_intern_frame(p, func, line, addr);
+}
+
+uint32_t native_jit_frame(struct profile *p, uint32_t st, uint64_t addr, int call)
+{
+	struct pstream *s = &p->in->streams[st];
+	struct jit_info ji;
+	/* A return address (the thread was in code JIT code called) is kept
+	 * as an address inside the call instruction: this frame is the leaf,
+	 * and `annotate --asm` counts a leaf frame at the instruction it is in. */
+	if (s->jit && jit_lookup(s->jit, addr, call, &ji))
+		return jit_frame(p, &ji, call ? addr - 1 : addr);
+	/* Its image was lost with a damaged chunk. */
+	return profile_intern_frame(p, profile_intern_func(p, PK_JIT, "[unknown jit]", "", 0, "[jit]"), 0, addr);
+}
+
+struct jit_space *profile_jit_space(const struct profile *p, uint64_t addr)
+{
+	struct jit_info ji;
+	for (uint32_t i = 0; i < p->in->nstreams; i++)
+		if (p->in->streams[i].jit && jit_lookup_any(p->in->streams[i].jit, addr, 0, &ji))
+			return p->in->streams[i].jit;
+	return NULL;
+}
+
 static const char *base_name(const char *path)
 {
 	const char *b = strrchr(path, '/');
@@ -118,29 +190,42 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 	uint32_t i = u64map_get(&s->native_map, key);
 	if (i != MAP_NONE)
 		return &in->natives[i];
-	struct sym_space *sp = stream_space(p, st);
-	if (!sp)
-		return NULL;
+	struct jit_info ji;
+	struct pnative nv = { .frame = PNONE };
 	struct sym_info si;
-	sym_lookup(sp, addr, call, &si);
-	/* Code in no object: generated at run time, perhaps named by the
-	 * process's perf map. CPython's -X perf / -X perf_jit trampolines
-	 * (one per Python function, calling the eval loop) are the
-	 * interpreter's machinery: folded like its other frames. */
-	const struct perfmap_entry *pm = si.module ? NULL : perfmap_table_find(&s->pmap, addr - (call ? 1 : 0));
-	if (pm)
-		si.interpreter = perfmap_is_cpython_trampoline(pm->name);
-	struct pnative nv = { .frame = PNONE, .eval = (uint8_t)si.eval, .interpreter = (uint8_t)si.interpreter };
-	/* Frames hidden in this model need no function or frame. */
-	if (in->opts.keep_interpreter || !si.interpreter) {
-		if (pm)
-			nv.frame = profile_intern_frame(
-				p, profile_intern_func(p, PK_JIT, pm->name[0] ? pm->name : "[perf-map]", "", 0, "[perf-map]"),
-				0, addr);
-		else
-			nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
+	if (s->jit && jit_lookup(s->jit, addr, call, &ji)) {
+		nv.frame = jit_frame(p, &ji, addr);
 		if (nv.frame == PNONE)
 			return NULL;
+	} else {
+		struct sym_space *sp = stream_space(p, st);
+		if (!sp)
+			return NULL;
+		sym_lookup(sp, addr, call, &si);
+		/* Code in no object: generated at run time, perhaps named by
+		 * the process's perf map. CPython's -X perf / -X perf_jit
+		 * trampolines (one per Python function, calling the eval loop)
+		 * are the interpreter's machinery: folded like its other
+		 * frames. */
+		const struct perfmap_entry *pm =
+			si.module ? NULL : perfmap_table_find(&s->pmap, addr - (call ? 1 : 0));
+		if (pm)
+			si.interpreter = perfmap_is_cpython_trampoline(pm->name);
+		nv.eval = (uint8_t)si.eval;
+		nv.interpreter = (uint8_t)si.interpreter;
+		/* Frames hidden in this model need no function or frame. */
+		if (in->opts.keep_interpreter || !si.interpreter) {
+			if (pm)
+				nv.frame = profile_intern_frame(
+					p,
+					profile_intern_func(p, PK_JIT, pm->name[0] ? pm->name : "[perf-map]", "", 0,
+							    "[perf-map]"),
+					0, addr);
+			else
+				nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
+			if (nv.frame == PNONE)
+				return NULL;
+		}
 	}
 	if (in->nnatives == in->cap_natives) {
 		uint32_t cap = in->cap_natives ? in->cap_natives * 2 : 1024;
@@ -167,6 +252,7 @@ void native_free(struct profile *p)
 	for (uint32_t i = 0; i < in->nstreams; i++) {
 		u64map_free(&in->streams[i].native_map);
 		perfmap_table_free(&in->streams[i].pmap);
+		jit_space_free(in->streams[i].jit);
 	}
 	free(in->natives);
 	u64map_free(&in->native_stacks);

@@ -28,6 +28,7 @@ struct pstream {
 	struct sym_space *space;    /* its native mappings (native.c), NULL until a REC_MODULE */
 	struct u64map native_map;   /* address (bit 63: a return address) → natives[] */
 	struct perfmap_table pmap;  /* its REC_PERFMAP entries (native.c) */
+	struct jit_space *jit;      /* its JIT images (native.c), NULL until a REC_JIT_IMAGE */
 };
 
 /* One native address of one stream, symbolized (native.c). */
@@ -132,5 +133,10 @@ void native_on_module(struct profile *p, uint32_t st, struct rbuf *body);
 void native_on_perfmap(struct profile *p, uint32_t st, struct rbuf *body);
 const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t addr, int call);
 void native_free(struct profile *p);
+/* native.c: REC_JIT_IMAGE / REC_JIT_UNLOAD of stream `st`. */
+void native_on_jit(struct profile *p, uint32_t st, uint64_t type, struct rbuf *body);
+/* The frame of an address in JIT code recorded without --native
+ * (STACK_JIT_LEAF), PNONE on OOM. */
+uint32_t native_jit_frame(struct profile *p, uint32_t st, uint64_t addr, int call);
 
 #endif

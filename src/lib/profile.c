@@ -707,6 +707,8 @@ static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct 
 	case REC_DROPPED: on_dropped(p, st, rs, body); break;
 	case REC_MODULE: native_on_module(p, st, body); break;
 	case REC_PERFMAP: native_on_perfmap(p, st, body); break;
+	case REC_JIT_IMAGE:
+	case REC_JIT_UNLOAD: native_on_jit(p, st, type, body); break;
 	case REC_EVENT_DESC: on_event_desc(p, body); break;
 	default: break; /* known to the reader but not used by the model yet */
 	}

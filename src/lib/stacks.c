@@ -198,11 +198,44 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 	return n;
 }
 
+/* A stack recorded without --native whose thread was in JIT code: the
+ * Python frames, then the JIT function (called, through the dispatcher,
+ * by the leaf Python frame's line). */
+static uint32_t jit_leaf_path(struct profile *p, uint32_t st, const struct rec_stack *r)
+{
+	struct profile_internal *in = p->in;
+	if (scratch_reserve(in, r->npy + r->nnative + 1))
+		return UINT32_MAX;
+	uint32_t *fr = in->scratch, n = 0;
+	uint32_t mk = root_marker(p, r);
+	if (mk != PNONE)
+		fr[n++] = mk;
+	for (uint32_t i = r->npy; i-- > 0;)
+		fr[n++] = py_frame(p, st, &r->py[i]);
+	for (uint32_t i = r->nnative; i-- > 0;) {
+		int call = i > 0 || (r->flags & STACK_JIT_RETURN);
+		fr[n++] = native_jit_frame(p, st, r->native[i], call);
+	}
+	return n;
+}
+
 uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r)
 {
 	struct profile_internal *in = p->in;
 	uint32_t *fr, n = 0;
 	uint32_t nflags = 0;
+	if (r->nnative && (r->flags & STACK_JIT_LEAF)) {
+		n = jit_leaf_path(p, st, r);
+		if (n == UINT32_MAX) {
+			in->oom = 1;
+			return PNONE;
+		}
+		fr = in->scratch;
+		for (uint32_t i = 0; i < n; i++)
+			if (fr[i] == PNONE)
+				return PNONE;
+		return intern_path(p, fr, n);
+	}
 	if (r->nnative || (r->flags & (STACK_NATIVE_FAILED | STACK_NATIVE_TRUNCATED))) {
 		nflags = NSTACK_NATIVE;
 		if (r->flags & STACK_NATIVE_FAILED)

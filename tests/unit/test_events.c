@@ -152,8 +152,9 @@ static void test_event_desc_roundtrip(void)
 		CHECK_EQ(rec_get_event_desc(&t, &o), -1);
 	}
 	wbuf_free(&b);
-	/* The JIT types are reserved: still unknown to this build. */
-	CHECK(!rec_type_known(REC_JIT_IMAGE));
+	/* JIT images and perf maps are decoded. */
+	CHECK(rec_type_known(REC_JIT_IMAGE));
+	CHECK(rec_type_known(REC_JIT_UNLOAD));
 	CHECK(rec_type_known(REC_PERFMAP));
 	CHECK(rec_type_known(REC_MODULE));
 	CHECK(!rec_type_known(0));

@@ -371,7 +371,7 @@ static void test_newer_minor_unknown_types(void)
 	rec_put_raw(&s.recs, 200, "xyz", 3);
 	struct rec_sample smp = { .tid = 10, .dt_ns = 5, .stack = 0, .weight = 1 };
 	rec_put_sample(&s.recs, &smp);
-	rec_put_raw(&s.recs, REC_JIT_IMAGE, "elf", 3); /* reserved, not decoded by this build */
+	rec_put_raw(&s.recs, REC_CONTROL, "ctl", 3); /* reserved, not decoded by this build */
 	synth_chunk(&s, 7, CHUNK_LAST);
 	char err[256];
 	int fd = memfile(s.file.data, s.file.len);
