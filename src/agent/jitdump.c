@@ -34,6 +34,7 @@
 #include "jitdump.h"
 #include "perfread.h"
 #include "../common/jitdump-enc.h"
+#include "../common/fdio.h"
 
 /* JIT discovery (jit.c) may not be part of this build. */
 #pragma weak jit_add_listener
@@ -47,21 +48,6 @@ static struct {
 	int failed;
 	char dump_path[PATH_MAX];
 } J = { .lock = PTHREAD_MUTEX_INITIALIZER, .dump_fd = -1, .map_fd = -1 };
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 static int mkdirs(char *path)
 {
@@ -123,7 +109,7 @@ static int open_files(void)
 	struct wbuf b;
 	wbuf_init(&b);
 	jd_header(&b, (uint32_t)pid, mono_ns());
-	int bad = b.oom || write_all(J.dump_fd, b.data, b.len);
+	int bad = b.oom || fd_write_all(J.dump_fd, b.data, b.len);
 	wbuf_free(&b);
 	if (bad) {
 		agent_log("--perf-map: cannot write %s", J.dump_path);
@@ -163,7 +149,7 @@ static void map_line(void *ctx, const char *name, uint64_t addr, uint64_t size)
 		return;
 	perfread_note_own(addr);
 	/* One write per line: O_APPEND keeps lines whole next to CPython's. */
-	if (write_all(J.map_fd, line, (size_t)n))
+	if (fd_write_all(J.map_fd, line, (size_t)n))
 		agent_log("--perf-map: writing /tmp/perf-%d.map failed", (int)J.pid);
 }
 
@@ -182,7 +168,7 @@ static void on_image(const struct jit_image *img, int registered)
 		uint32_t tid = (uint32_t)syscall(SYS_gettid);
 		if (jd_image(&b, img->elf, img->size, (uint32_t)J.pid, tid, mono_ns(), &J.code_index, read_code, NULL,
 			     map_line, NULL, &st) == 0 && !b.oom && b.len) {
-			if (write_all(J.dump_fd, b.data, b.len))
+			if (fd_write_all(J.dump_fd, b.data, b.len))
 				agent_log("--perf-map: writing %s failed: %s", J.dump_path, strerror(errno));
 		}
 		if (st.lines_error)

@@ -504,17 +504,6 @@ static int annotate_json(const struct ctx *c, const struct view *v, int n)
 
 /* ---- command ----------------------------------------------------------- */
 
-static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (!*s || *end || errno || *s == '-' || v < lo || v > hi)
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 int cmd_annotate(int argc, char **argv)
 {
 	struct annotate_opts o = { .context = 3, .color = -1 };

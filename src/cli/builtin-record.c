@@ -181,16 +181,6 @@ static void wait_attached(pid_t pid, double duration)
 		sigaction(sigs[i], &old[i], NULL);
 }
 
-static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
-{
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
 int cmd_record(int argc, char **argv)
 {
 	struct launch_opts o = { .output = "strata.out", .mode = MODE_CPU, .rate_hz = 1000, .max_depth = 512 };
@@ -223,7 +213,7 @@ int cmd_record(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+o:F:f:e:c:qhp:d:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_uint(optarg, 1, 0x7fffffff, &pid)) {
+			if (parse_u32(optarg, 1, 0x7fffffff, &pid)) {
 				errorf("invalid --pid '%s': expected a process id", optarg);
 				return 2;
 			}
@@ -247,7 +237,7 @@ int cmd_record(int argc, char **argv)
 			raw = optarg;
 			break;
 		case 'F':
-			if (parse_uint(optarg, 1, 100000, &o.rate_hz)) {
+			if (parse_u32(optarg, 1, 100000, &o.rate_hz)) {
 				errorf("invalid frequency '%s': expected 1..100000 samples per second", optarg);
 				return 2;
 			}
@@ -276,7 +266,7 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'D':
 			set_fixed = 1;
-			if (parse_uint(optarg, 1, 4096, &o.max_depth)) {
+			if (parse_u32(optarg, 1, 4096, &o.max_depth)) {
 				errorf("invalid --max-depth '%s': expected 1..4096", optarg);
 				return 2;
 			}

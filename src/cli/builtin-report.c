@@ -1076,17 +1076,6 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 
 /* ---- command ----------------------------------------------------------- */
 
-static int parse_u32(const char *s, uint32_t lo, uint32_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (!*s || *end || errno || v < lo || v > UINT32_MAX || *s == '-')
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 int cmd_report(int argc, char **argv)
 {
 	struct report_opts o = { .limit = -1 };
@@ -1110,7 +1099,7 @@ int cmd_report(int argc, char **argv)
 			o.json = 1;
 			break;
 		case 'n':
-			if (parse_u32(optarg, 0, &v) || v > INT32_MAX) {
+			if (parse_u32(optarg, 0, UINT32_MAX, &v) || v > INT32_MAX) {
 				errorf("invalid --limit '%s': expected a number of rows (0 = all)", optarg);
 				return 2;
 			}
@@ -1127,13 +1116,13 @@ int cmd_report(int argc, char **argv)
 			}
 			break;
 		case 'p':
-			if (parse_u32(optarg, 1, &o.pid)) {
+			if (parse_u32(optarg, 1, UINT32_MAX, &o.pid)) {
 				errorf("invalid --pid '%s'", optarg);
 				return 2;
 			}
 			break;
 		case 't':
-			if (parse_u32(optarg, 1, &o.tid)) {
+			if (parse_u32(optarg, 1, UINT32_MAX, &o.tid)) {
 				errorf("invalid --tid '%s'", optarg);
 				return 2;
 			}

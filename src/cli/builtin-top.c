@@ -261,16 +261,6 @@ static enum quit on_key(struct top *T, int c)
 	return Q_NONE;
 }
 
-static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
-{
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
 /* The program's output, when it went to a log and ended early (record
  * refused an option, the command was not found): show it. */
 static void show_log_tail(const char *log)
@@ -325,13 +315,13 @@ int cmd_top(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+p:F:e:o:i:n:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_uint(optarg, 1, 0x7fffffff, &pid)) {
+			if (parse_u32(optarg, 1, 0x7fffffff, &pid)) {
 				errorf("invalid --pid '%s': expected a process id", optarg);
 				return 2;
 			}
 			break;
 		case 'F':
-			if (parse_uint(optarg, 1, 100000, &L.rate_hz)) {
+			if (parse_u32(optarg, 1, 100000, &L.rate_hz)) {
 				errorf("invalid frequency '%s': expected 1..100000 samples per second", optarg);
 				return 2;
 			}
@@ -366,7 +356,7 @@ int cmd_top(int argc, char **argv)
 			break;
 		}
 		case 'n':
-			if (parse_uint(optarg, 1, 10000, &rows)) {
+			if (parse_u32(optarg, 1, 10000, &rows)) {
 				errorf("invalid --rows '%s'", optarg);
 				return 2;
 			}

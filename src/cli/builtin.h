@@ -36,6 +36,9 @@ void record_events_list(FILE *out);
 
 /* Shared helpers (main.c). */
 void die_usage(const char *usage) __attribute__((noreturn));
+/* A decimal number in [lo, hi] and nothing else (no sign, no blanks):
+ * 0, or -1 if `s` is anything else. */
+int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
 /* Prints "strata: " + message to stderr. */
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

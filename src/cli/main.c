@@ -2,6 +2,7 @@
  * main.c — the `strata` command: dispatches to one builtin per subcommand
  * and holds the few helpers they share (messages, locating the agent).
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,4 +111,17 @@ int main(int argc, char **argv)
 			return commands[i].fn(argc - 1, argv + 1);
 	errorf("'%s' is not a strata command; see 'strata --help'", cmd);
 	return 2;
+}
+
+int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	char *end;
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end || errno || v < lo || v > hi)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "fdio.h"
 
 struct snap_stream {
 	uint64_t id;
@@ -56,21 +57,6 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off)
 		if (r <= 0)
 			return -1;
 		got += (size_t)r;
-	}
-	return 0;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
 	}
 	return 0;
 }
@@ -120,7 +106,7 @@ int64_t snapshot_copy(int in, uint64_t len, int out, uint64_t end_mono_ns, char 
 
 	/* The header is copied as it is, however long a newer minor made it. */
 	uint8_t *h0 = malloc(fh.header_size);
-	if (!h0 || read_at(in, h0, fh.header_size, 0) || write_all(out, h0, fh.header_size)) {
+	if (!h0 || read_at(in, h0, fh.header_size, 0) || fd_write_all(out, h0, fh.header_size)) {
 		free(h0);
 		goto io;
 	}
@@ -175,7 +161,7 @@ int64_t snapshot_copy(int in, uint64_t len, int out, uint64_t end_mono_ns, char 
 			s->next_seq = h.seq + 1;
 		if (h.flags & CHUNK_LAST)
 			s->ended = 1;
-		if (write_all(out, hb, sizeof(hb)) || write_all(out, stored, h.stored_size))
+		if (fd_write_all(out, hb, sizeof(hb)) || fd_write_all(out, stored, h.stored_size))
 			goto io;
 		total += (int64_t)(sizeof(hb) + h.stored_size);
 		off += sizeof(hb) + h.stored_size;
@@ -191,7 +177,7 @@ int64_t snapshot_copy(int in, uint64_t len, int out, uint64_t end_mono_ns, char 
 		rec_put_process_end(&recs, &e);
 		if (recs.oom || chunk_seal(&chunk, recs.data, recs.len, s->id, s->next_seq, CHUNK_LAST, 3))
 			goto oom;
-		if (write_all(out, chunk.data, chunk.len))
+		if (fd_write_all(out, chunk.data, chunk.len))
 			goto io;
 		total += (int64_t)chunk.len;
 	}

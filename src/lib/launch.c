@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../common/format.h"
+#include "../common/fdio.h"
 
 extern const char *agent_dir(void);
 
@@ -35,21 +36,6 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Appends one chunk of records from the CLI's own stream. */
 static int append_chunk(const char *path, uint64_t stream, uint32_t seq, uint16_t flags, struct wbuf *recs)
 {
@@ -59,7 +45,7 @@ static int append_chunk(const char *path, uint64_t stream, uint32_t seq, uint16_
 	if (!recs->oom && chunk_seal(&chunk, recs->data, recs->len, stream, seq, flags, 3) == 0) {
 		int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 		if (fd >= 0) {
-			rc = write_all(fd, chunk.data, chunk.len);
+			rc = fd_write_all(fd, chunk.data, chunk.len);
 			close(fd);
 		}
 	}
@@ -85,7 +71,7 @@ int profile_create(const struct launch_opts *o, struct launch *l, char *err, siz
 	struct file_header fh = { .major = STRATA_FMT_MAJOR, .minor = STRATA_FMT_MINOR, .created_ns = realtime_ns() };
 	uint8_t hdr[STRATA_FILE_HDR_SIZE];
 	file_header_pack(hdr, &fh);
-	if (write_all(fd, hdr, sizeof(hdr))) {
+	if (fd_write_all(fd, hdr, sizeof(hdr))) {
 		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
 		close(fd);
 		return -1;
