@@ -110,18 +110,7 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 /* A process that exists and is not a zombie. */
 static int pid_alive(uint32_t pid)
 {
-	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
-		return 0;
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+	return attach_alive((pid_t)pid);
 }
 
 /* Processes the command started may outlive it (a multiprocessing
