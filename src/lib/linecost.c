@@ -155,6 +155,7 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 	struct linecost *lc = &lp->lc;
 	lc->nevents = ne;
 	struct build b = { .p = p, .ne = ne };
+	int ok = 0;
 	uint32_t *frame_key = malloc(((size_t)p->nframes + 1) * sizeof(uint32_t));
 	uint32_t *self_key = malloc((size_t)nn * sizeof(uint32_t));
 	uint8_t *first = calloc(nn, 1), *hit = calloc(nn, 1);
@@ -324,23 +325,9 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 		qsort(lc->files[i].lines, lc->files[i].nlines, sizeof(struct lc_line), line_cmp);
 	qsort(lc->files, lc->nfiles, sizeof(*lc->files), file_cmp);
 
-	free(frame_key);
-	free(self_key);
-	free(first);
-	free(hit);
-	free(cost);
-	free(kself);
-	free(ktotal);
-	free(fself);
-	free(ftotal);
-	free(b.fpath);
-	free(b.kfile);
-	free(b.kline);
-	free(b.kfunc);
-	u64map_free(&b.file_map);
-	u64map_free(&b.key_map);
-	return lc;
+	ok = 1;
 fail:
+	/* The working tables go either way; the result only on failure. */
 	free(frame_key);
 	free(self_key);
 	free(first);
@@ -356,6 +343,9 @@ fail:
 	free(b.kfunc);
 	u64map_free(&b.file_map);
 	u64map_free(&b.key_map);
-	linecost_free(lc);
-	return NULL;
+	if (!ok) {
+		linecost_free(lc);
+		lc = NULL;
+	}
+	return lc;
 }
