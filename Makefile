@@ -59,7 +59,7 @@ $(BUILD)/pythons.mk: scripts/pythons.sh $(PYTHONS_STAMP)
 	@scripts/pythons.sh $(PYTHONS) > $@.tmp && mv $@.tmp $@
 -include $(BUILD)/pythons.mk
 PY_BUILDS = $(foreach v,$(PY_VERSIONS),$(if $(filter $(PY_MINOR_$(v)),$(SUPPORTED_MINORS)),$(v)))
-PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so)
+PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so $(LIBDIR)/strata-pyreader-$(v).so)
 $(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
 	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
@@ -96,6 +96,13 @@ $(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h 
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
 		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
+
+# The same source as a reader of another process's interpreter (pyapi.h):
+# -z defs proves it refers to no symbol of CPython, so it loads anywhere.
+$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h src/common/format.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
+		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 

@@ -22,7 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 2
+#define STRATA_PYAPI_VERSION 3
+
+struct strata_pysyms;
 
 /* One Python frame as the handler captures it. The writer turns `code`
  * into a REC_CODE index; (code, first) identifies a code object even if its
@@ -92,10 +94,57 @@ struct strata_pyapi {
 	 * threading.Thread.start(), writes the Thread's name into buf and
 	 * returns 0; otherwise -1. Must leave no Python exception set. */
 	int (*starting_thread_name)(char *buf, size_t n);
+
+	/* any: where this interpreter's runtime state and core types are, for
+	 * a reader in another process (the agent's helper). */
+	void (*symbols)(struct strata_pysyms *out);
 };
 
 /* Exported by every per-version module. */
 typedef const struct strata_pyapi *(*strata_pyapi_init_fn)(const struct strata_core *core);
 #define STRATA_PYAPI_INIT_SYM "strata_pyapi_init"
+
+/* ---- reading another process's interpreter --------------------------------
+ *
+ * The same source is built a second time as strata-pyreader-X.Y.Z.so, with
+ * every load from interpreter memory turned into a checked read of another
+ * process: the agent's helper (strata-agentd) uses it to name code objects
+ * and to read the stacks of blocked threads, and `strata stack` to read a
+ * process from outside. It references no symbol of CPython, so it loads in
+ * any process; the caller says where the target's runtime and types are. */
+struct strata_pysyms {
+	uint64_t runtime;       /* &_PyRuntime */
+	uint64_t code_type;     /* &PyCode_Type */
+	uint64_t frame_type;    /* &PyFrame_Type */
+	uint64_t unicode_type;  /* &PyUnicode_Type */
+	uint64_t bytes_type;    /* &PyBytes_Type */
+};
+
+struct strata_remote {
+	/* Copies n bytes at the target's address src into dst; 0, or -1 if
+	 * unreadable. Called from any thread of the caller. */
+	int (*read)(void *ctx, void *dst, uint64_t src, size_t n);
+	void *ctx;
+	struct strata_pysyms syms;
+};
+
+struct strata_pyreader {
+	int api_version;           /* STRATA_PYAPI_VERSION */
+	const char *built_for;
+	int linetable_fmt;
+	/* The interpreter's phase (STRATA_PHASE_*), or -1 if unreadable. */
+	int (*phase)(void);
+	/* The PyThreadState whose thread_id is pthread_id in the main
+	 * interpreter, 0 if none; -1 cast to uint64_t if unreadable. */
+	uint64_t (*find_tstate)(unsigned long pthread_id);
+	/* As strata_pyapi.walk, reading the target; -1 if a read failed. */
+	int (*walk)(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing);
+	/* As strata_pyapi.read_code. */
+	int (*read_code)(uint64_t addr, struct strata_codeinfo *out);
+};
+
+/* Calls are serialized by the caller (one target per loaded reader). */
+typedef const struct strata_pyreader *(*strata_pyreader_init_fn)(const struct strata_remote *r);
+#define STRATA_PYREADER_INIT_SYM "strata_pyreader_init"
 
 #endif

@@ -1,11 +1,20 @@
 /*
  * pyframes.c — the per-Python-version half of the agent (see pyapi.h).
  *
- * Compiled once per interpreter against that interpreter's own internal
- * headers (Py_BUILD_CORE), producing strata-py-X.Y.Z.so. It owns everything
- * that depends on CPython's struct layouts: finding the calling thread's
- * PyThreadState, walking its frame chain, reading code objects, strings
- * and line tables, and naming threads started by threading.Thread.
+ * Compiled against each interpreter's own internal headers (Py_BUILD_CORE),
+ * twice:
+ *   strata-py-X.Y.Z.so        loaded into the profiled process: finds the
+ *                             calling thread's PyThreadState, walks its
+ *                             frames in the signal handler, hooks code
+ *                             object deaths, names threads;
+ *   strata-pyreader-X.Y.Z.so  (STRATA_REMOTE) reads another process's
+ *                             interpreter: frames of a given thread state,
+ *                             code objects, strings, line tables. Used by
+ *                             the agent's helper and by `strata stack`.
+ * Every load from interpreter memory is written LD(lvalue): a plain load in
+ * the first build (the signal handler's fault guard catches a bad pointer),
+ * a checked read of the target in the second (a failed read abandons the
+ * call). So the logic that understands a version's layout exists once.
  *
  * Version differences are kept to the small accessor section below; the
  * walking and reading logic after it is shared. docs/versions.md has the
@@ -27,6 +36,7 @@
 #endif
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +44,77 @@
 #include "../../common/format.h"
 #include "srcqual.h"
 
-static const struct strata_core *core;
+/* ===== reading interpreter memory ======================================= */
 
-/* Bound on frames counted past the depth cap; walking stops there so a
- * corrupt (cyclic) chain cannot keep the handler busy. */
-#define MISSING_COUNT_MAX 100000
+#ifdef STRATA_REMOTE
+static struct strata_remote env;
+
+/* A few recently read blocks of the target: the fields of one struct are
+ * read one by one, and each read is a system call. The cache lives for one
+ * call into the reader (remote_begin), so nothing stale is ever used. */
+#define RC_BLOCK 256u
+#define RC_WAYS 8
+static struct {
+	uint64_t addr[RC_WAYS];
+	uint8_t data[RC_WAYS][RC_BLOCK];
+	unsigned next;
+} rc;
+static jmp_buf remote_fail;
+
+static void remote_begin(void)
+{
+	for (unsigned i = 0; i < RC_WAYS; i++)
+		rc.addr[i] = UINT64_MAX;
+}
+
+static const uint8_t *rc_block(uint64_t base)
+{
+	for (unsigned i = 0; i < RC_WAYS; i++)
+		if (rc.addr[i] == base)
+			return rc.data[i];
+	unsigned w = rc.next++ % RC_WAYS;
+	if (env.read(env.ctx, rc.data[w], base, RC_BLOCK)) {
+		/* A block straddling the end of a mapping: read exactly. */
+		rc.addr[w] = UINT64_MAX;
+		return NULL;
+	}
+	rc.addr[w] = base;
+	return rc.data[w];
+}
+
+/* Copies n bytes of the target at src, or longjmps to remote_fail. */
+static void remote_load(void *dst, const void *src, size_t n)
+{
+	uint64_t a = (uint64_t)(uintptr_t)src;
+	uint64_t base = a & ~(uint64_t)(RC_BLOCK - 1);
+	if (a + n <= base + RC_BLOCK) {
+		const uint8_t *b = rc_block(base);
+		if (b) {
+			memcpy(dst, b + (a - base), n);
+			return;
+		}
+	}
+	if (env.read(env.ctx, dst, a, n))
+		longjmp(remote_fail, 1);
+}
+
+#define LD(lv) ({ __typeof__(lv) ld_v_; remote_load(&ld_v_, &(lv), sizeof(ld_v_)); ld_v_; })
+#define RUNTIME ((_PyRuntimeState *)(uintptr_t)env.syms.runtime)
+#define T_CODE ((PyTypeObject *)(uintptr_t)env.syms.code_type)
+#define T_FRAME ((PyTypeObject *)(uintptr_t)env.syms.frame_type)
+#define T_UNICODE ((PyTypeObject *)(uintptr_t)env.syms.unicode_type)
+#define T_BYTES ((PyTypeObject *)(uintptr_t)env.syms.bytes_type)
+#else
+static const struct strata_core *core;
+#define LD(lv) (lv)
+#define RUNTIME (&_PyRuntime)
+#define T_CODE (&PyCode_Type)
+#define T_FRAME (&PyFrame_Type)
+#define T_UNICODE (&PyUnicode_Type)
+#define T_BYTES (&PyBytes_Type)
+#endif
+/* An object's type, through LD. */
+#define TYPE_OF(o) LD(((PyObject *)(o))->ob_type)
 
 /* ===== version accessors ============================================== */
 
@@ -46,7 +122,7 @@ static const struct strata_core *core;
  * Every version provides:
  *   LINETABLE_FMT        the LT_* id of CODE_LINETABLE's bytes
  *   tss_ready/tss_key    the pthread key CPython binds each thread's
- *                        PyThreadState to (see py_current_tstate)
+ *                        PyThreadState to (see py_current_tstate; in-process)
  *   pyframe_t, first_frame, frame_prev
  *   frame_shim(f)        1 for a frame that is not Python code at all (the
  *                        C-stack entry frames of 3.12+): skipped
@@ -58,8 +134,11 @@ static const struct strata_core *core;
  *   frame_lasti(f, co)   the current instruction in 2-byte code units, -1
  *                        if none has run yet (same meaning on every version)
  *   interp_threads(i)    head of the interpreter's PyThreadState list
+ *   runtime_finalizing() whether Py_FinalizeEx has started
  *   gil_holder()         the PyThreadState of the thread holding the GIL
- *                        (3.12+: of this thread, if it holds the GIL)
+ *                        (3.12+: of this thread, if it holds the GIL;
+ *                        in-process only)
+ * Every read of the interpreter's memory goes through LD().
  */
 
 #if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030B0000
@@ -80,37 +159,47 @@ static const struct strata_core *core;
 #define CODE_QUALNAME(co) ((PyObject *)NULL)
 typedef PyFrameObject pyframe_t;
 
+#ifndef STRATA_REMOTE
 static int tss_ready(void) { return _PyRuntime.gilstate.autoTSSkey._is_initialized; }
 static pthread_key_t tss_key(void) { return _PyRuntime.gilstate.autoTSSkey._key; }
+#endif
 
 static pyframe_t *first_frame(PyThreadState *ts)
 {
-	pyframe_t *f = ts->frame;
+	pyframe_t *f = LD(ts->frame);
 	/* Frames are heap objects: a type check catches a stale pointer. */
-	return f && Py_TYPE(f) == &PyFrame_Type ? f : NULL;
+	return f && TYPE_OF(f) == T_FRAME ? f : NULL;
 }
 static pyframe_t *frame_prev(pyframe_t *f)
 {
-	pyframe_t *b = f->f_back;
-	return b && Py_TYPE(b) == &PyFrame_Type ? b : NULL;
+	pyframe_t *b = LD(f->f_back);
+	return b && TYPE_OF(b) == T_FRAME ? b : NULL;
 }
 static int frame_shim(pyframe_t *f) { return 0; }
-static PyCodeObject *frame_code(pyframe_t *f) { return f->f_code; }
+static PyCodeObject *frame_code(pyframe_t *f) { return LD(f->f_code); }
 static int frame_skip(pyframe_t *f, PyCodeObject *co) { return 0; }
 static int frame_is_entry(pyframe_t *f) { return 1; }
 static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
 {
-	int l = f->f_lasti;
+	int l = LD(f->f_lasti);
 	if (l < 0)
 		return -1;
 	Py_ssize_t units = LASTI_BYTES ? l / 2 : l;
 	/* The code's length bounds a sane offset. */
-	if (units * 2 >= PyBytes_GET_SIZE(co->co_code))
+	PyObject *bytes = LD(co->co_code);
+	if (units * 2 >= LD(((PyVarObject *)bytes)->ob_size))
 		return -1;
 	return (int32_t)units;
 }
-static PyThreadState *interp_threads(PyInterpreterState *i) { return i->tstate_head; }
+static PyThreadState *interp_threads(PyInterpreterState *i) { return LD(i->tstate_head); }
+#if PY_VERSION_HEX < 0x03090000
+static int runtime_finalizing(void) { return LD(RUNTIME->finalizing) != NULL; }
+#else
+static int runtime_finalizing(void) { return LD(RUNTIME->_finalizing._value) != 0; }
+#endif
+#ifndef STRATA_REMOTE
 static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&_PyRuntime); }
+#endif
 
 #elif PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
 /* 3.11-3.13: _PyInterpreterFrame chain. One eval activation runs many
@@ -125,6 +214,7 @@ static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&
 #define CODE_QUALNAME(co) ((co)->co_qualname)
 typedef _PyInterpreterFrame pyframe_t;
 
+#ifndef STRATA_REMOTE
 #if PY_VERSION_HEX < 0x030C0000
 static int tss_ready(void) { return _PyRuntime.gilstate.autoTSSkey._is_initialized; }
 static pthread_key_t tss_key(void) { return _PyRuntime.gilstate.autoTSSkey._key; }
@@ -133,34 +223,35 @@ static pthread_key_t tss_key(void) { return _PyRuntime.gilstate.autoTSSkey._key;
 static int tss_ready(void) { return _PyRuntime.autoTSSkey._is_initialized; }
 static pthread_key_t tss_key(void) { return _PyRuntime.autoTSSkey._key; }
 #endif
+#endif
 
 #if PY_VERSION_HEX < 0x030D0000
 static pyframe_t *first_frame(PyThreadState *ts)
 {
-	_PyCFrame *cf = ts->cframe;
-	return cf ? cf->current_frame : NULL;
+	_PyCFrame *cf = LD(ts->cframe);
+	return cf ? LD(cf->current_frame) : NULL;
 }
 #else
 /* 3.13 dropped _PyCFrame: the current frame hangs off the tstate. */
-static pyframe_t *first_frame(PyThreadState *ts) { return ts->current_frame; }
+static pyframe_t *first_frame(PyThreadState *ts) { return LD(ts->current_frame); }
 #endif
-static pyframe_t *frame_prev(pyframe_t *f) { return f->previous; }
+static pyframe_t *frame_prev(pyframe_t *f) { return LD(f->previous); }
 
 #if PY_VERSION_HEX < 0x030C0000
 static int frame_shim(pyframe_t *f) { return 0; }
-static int frame_is_entry(pyframe_t *f) { return f->is_entry; }
+static int frame_is_entry(pyframe_t *f) { return LD(f->is_entry); }
 #else
-static int frame_shim(pyframe_t *f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
+static int frame_shim(pyframe_t *f) { return LD(f->owner) == FRAME_OWNED_BY_CSTACK; }
 static int frame_is_entry(pyframe_t *f)
 {
-	pyframe_t *p = f->previous;
-	return p && p->owner == FRAME_OWNED_BY_CSTACK;
+	pyframe_t *p = LD(f->previous);
+	return p && LD(p->owner) == FRAME_OWNED_BY_CSTACK;
 }
 #endif
 
 #if PY_VERSION_HEX < 0x030D0000
 #define FRAME_IP(f) ((f)->prev_instr)
-static PyCodeObject *frame_code(pyframe_t *f) { return f->f_code; }
+static PyCodeObject *frame_code(pyframe_t *f) { return LD(f->f_code); }
 #else
 /* 3.13: instr_ptr is the instruction currently executing (or about to),
  * which is what 3.11/3.12 keep in prev_instr; the interpreter computes a
@@ -168,8 +259,8 @@ static PyCodeObject *frame_code(pyframe_t *f) { return f->f_code; }
 #define FRAME_IP(f) ((f)->instr_ptr)
 static PyCodeObject *frame_code(pyframe_t *f)
 {
-	PyObject *x = f->f_executable;
-	return x && Py_TYPE(x) == &PyCode_Type ? (PyCodeObject *)x : NULL;
+	PyObject *x = LD(f->f_executable);
+	return x && TYPE_OF(x) == T_CODE ? (PyCodeObject *)x : NULL;
 }
 #endif
 /* CPython's _PyFrame_IsIncomplete: a frame that has not reached its first
@@ -178,15 +269,22 @@ static PyCodeObject *frame_code(pyframe_t *f)
  * (_Py_InitCleanup), whose first traceable instruction is past its end. */
 static int frame_skip(pyframe_t *f, PyCodeObject *co)
 {
-	return f->owner != FRAME_OWNED_BY_GENERATOR && FRAME_IP(f) < _PyCode_CODE(co) + co->_co_firsttraceable;
+	return LD(f->owner) != FRAME_OWNED_BY_GENERATOR &&
+	       LD(FRAME_IP(f)) < _PyCode_CODE(co) + LD(co->_co_firsttraceable);
 }
 static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
 {
-	intptr_t d = (intptr_t)((char *)FRAME_IP(f) - (char *)_PyCode_CODE(co));
+	intptr_t d = (intptr_t)((char *)LD(FRAME_IP(f)) - (char *)_PyCode_CODE(co));
 	d /= (intptr_t)sizeof(_Py_CODEUNIT);
-	return d < 0 || d >= Py_SIZE(co) ? -1 : (int32_t)d;
+	return d < 0 || d >= LD(co->ob_base.ob_size) ? -1 : (int32_t)d;
 }
-static PyThreadState *interp_threads(PyInterpreterState *i) { return i->threads.head; }
+static PyThreadState *interp_threads(PyInterpreterState *i) { return LD(i->threads.head); }
+#if PY_VERSION_HEX < 0x030D0000
+static int runtime_finalizing(void) { return LD(RUNTIME->_finalizing._value) != 0; }
+#else
+static int runtime_finalizing(void) { return LD(RUNTIME->_finalizing) != NULL; }
+#endif
+#ifndef STRATA_REMOTE
 #if PY_VERSION_HEX < 0x030C0000
 static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&_PyRuntime); }
 #else
@@ -194,24 +292,78 @@ static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&
  * and kept the old name as a macro): attached means holding the GIL. */
 static PyThreadState *gil_holder(void) { return _PyThreadState_UncheckedGet(); }
 #endif
+#endif
 
 #else
 #error "strata: no frame accessors for this Python version (see src/agent/py/pyframes.c)"
 #endif
 
-/* ===== handler context ================================================ */
+/* ===== frames ========================================================== */
 
 static int py_phase(void)
 {
-#if PY_VERSION_HEX < 0x03090000
-	if (_PyRuntime.finalizing)
+	if (runtime_finalizing())
 		return STRATA_PHASE_FINALIZING;
-#else
-	if (_PyRuntimeState_GetFinalizing(&_PyRuntime))
-		return STRATA_PHASE_FINALIZING;
-#endif
-	return _PyRuntime.initialized ? STRATA_PHASE_RUNNING : STRATA_PHASE_UNINITIALIZED;
+	return LD(RUNTIME->initialized) ? STRATA_PHASE_RUNNING : STRATA_PHASE_UNINITIALIZED;
 }
+
+/* Bound on frames counted past the depth cap; walking stops there so a
+ * corrupt (cyclic) chain cannot keep the handler busy. */
+#define MISSING_COUNT_MAX 100000
+
+static int walk_frames(PyThreadState *ts, struct strata_pyframe *out, int max, uint32_t *missing)
+{
+	int n = 0;
+	uint32_t extra = 0;
+	*missing = 0;
+	if (!ts)
+		return 0;
+	/* Every step counts against the bound, shown or not, so that a
+	 * corrupt chain that loops through skipped frames still ends. */
+	long steps = (long)max + MISSING_COUNT_MAX;
+	for (pyframe_t *f = first_frame(ts); f && steps > 0; f = frame_prev(f), steps--) {
+		if (frame_shim(f))
+			continue;
+		PyCodeObject *co = frame_code(f);
+		if (!co) {
+			/* 3.13: a frame running something other than a code
+			 * object has no line to show; the chain goes on. */
+			if (PY_VERSION_HEX >= 0x030D0000)
+				continue;
+			break;
+		}
+		if (TYPE_OF(co) != T_CODE)
+			break; /* torn or stale: stop rather than guess */
+		if (frame_skip(f, co))
+			continue;
+		if (n < max) {
+			out[n].code = (uint64_t)(uintptr_t)co;
+			out[n].lasti = frame_lasti(f, co);
+			out[n].first = (uint16_t)LD(co->co_firstlineno);
+			out[n].flags = frame_is_entry(f) ? PYF_ENTRY : 0;
+			n++;
+		} else if (++extra >= MISSING_COUNT_MAX) {
+			break;
+		}
+	}
+	*missing = extra;
+	return n;
+}
+
+static PyThreadState *find_thread(unsigned long pthread_id)
+{
+	PyInterpreterState *interp = LD(RUNTIME->interpreters.main);
+	if (!interp)
+		return NULL;
+	int guard = 0;
+	for (PyThreadState *ts = interp_threads(interp); ts && guard < 10000; ts = LD(ts->next), guard++)
+		if (LD(ts->thread_id) == pthread_id)
+			return ts;
+	return NULL;
+}
+
+#ifndef STRATA_REMOTE
+/* ===== handler context (in-process) ===================================== */
 
 static int py_ready(void) { return tss_ready(); }
 
@@ -234,76 +386,39 @@ static void *py_current_tstate(void)
 
 static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing)
 {
-	PyThreadState *ts = tstate;
-	int n = 0;
-	uint32_t extra = 0;
-	*missing = 0;
-	if (!ts)
-		return 0;
-	/* Every step counts against the bound, shown or not, so that a
-	 * corrupt chain that loops through skipped frames still ends. */
-	long steps = (long)max + MISSING_COUNT_MAX;
-	for (pyframe_t *f = first_frame(ts); f && steps > 0; f = frame_prev(f), steps--) {
-		if (frame_shim(f))
-			continue;
-		PyCodeObject *co = frame_code(f);
-		if (!co) {
-			/* 3.13: a frame running something other than a code
-			 * object has no line to show; the chain goes on. */
-			if (PY_VERSION_HEX >= 0x030D0000)
-				continue;
-			break;
-		}
-		if (Py_TYPE(co) != &PyCode_Type)
-			break; /* torn or stale: stop rather than guess */
-		if (frame_skip(f, co))
-			continue;
-		if (n < max) {
-			out[n].code = (uint64_t)(uintptr_t)co;
-			out[n].lasti = frame_lasti(f, co);
-			out[n].first = (uint16_t)co->co_firstlineno;
-			out[n].flags = frame_is_entry(f) ? PYF_ENTRY : 0;
-			n++;
-		} else if (++extra >= MISSING_COUNT_MAX) {
-			break;
-		}
-	}
-	*missing = extra;
-	return n;
+	return walk_frames(tstate, out, max, missing);
 }
 
-static void *py_find_tstate(unsigned long pthread_id)
-{
-	PyInterpreterState *interp = _PyRuntime.interpreters.main;
-	if (!interp)
-		return NULL;
-	int guard = 0;
-	for (PyThreadState *ts = interp_threads(interp); ts && guard < 10000; ts = ts->next, guard++)
-		if (ts->thread_id == pthread_id)
-			return ts;
-	return NULL;
-}
+static void *py_find_tstate(unsigned long pthread_id) { return find_thread(pthread_id); }
+#endif
 
-/* ===== writer context ================================================= */
+/* ===== code objects ==================================================== */
 
 #define MAX_STR_CHARS 4096
 #define MAX_LINETABLE (1u << 20)
 
-/* Memory is read through a reader: the writer thread uses the core's
- * fault-proof safe_read; the deallocation hook, which runs with the GIL on
- * an object that is still alive, reads directly. */
+/* Code objects are read whole through a reader: the fault-proof one
+ * (safe_read in-process, or the target's memory from outside), or, in the
+ * deallocation hook, which runs with the GIL on an object that is still
+ * alive, directly. */
 typedef int (*reader_fn)(void *dst, const void *src, size_t n);
 
 static int rd_safe(void *dst, const void *src, size_t n)
 {
+#ifdef STRATA_REMOTE
+	return env.read(env.ctx, dst, (uint64_t)(uintptr_t)src, n);
+#else
 	return core->safe_read(dst, (uint64_t)(uintptr_t)src, n);
+#endif
 }
 
+#ifndef STRATA_REMOTE
 static int rd_direct(void *dst, const void *src, size_t n)
 {
 	memcpy(dst, src, n);
 	return 0;
 }
+#endif
 
 /* Appends the UTF-8 encoding of code point c. */
 static size_t utf8_put(char *o, uint32_t c)
@@ -335,7 +450,7 @@ static char *read_str(reader_fn rd, PyObject *addr)
 {
 	PyCompactUnicodeObject u;
 	PyTypeObject *tp;
-	if (!addr || rd(&tp, &addr->ob_type, sizeof(tp)) || tp != &PyUnicode_Type)
+	if (!addr || rd(&tp, &addr->ob_type, sizeof(tp)) || tp != T_UNICODE)
 		return NULL;
 	if (rd(&u, addr, sizeof(u)))
 		return NULL;
@@ -380,11 +495,11 @@ static uint8_t *read_bytes(reader_fn rd, PyObject *addr, size_t *len)
 	PyBytesObject b;
 	PyTypeObject *tp;
 	*len = 0;
-	if (!addr || rd(&tp, &addr->ob_type, sizeof(tp)) || tp != &PyBytes_Type)
+	if (!addr || rd(&tp, &addr->ob_type, sizeof(tp)) || tp != T_BYTES)
 		return NULL;
 	if (rd(&b, addr, offsetof(PyBytesObject, ob_sval)))
 		return NULL;
-	Py_ssize_t n = Py_SIZE(&b);
+	Py_ssize_t n = b.ob_base.ob_size;
 	if (n < 0 || (size_t)n > MAX_LINETABLE)
 		return NULL;
 	uint8_t *p = malloc((size_t)n + 1);
@@ -400,7 +515,7 @@ static int read_code_with(reader_fn rd, uint64_t addr, struct strata_codeinfo *o
 {
 	PyCodeObject co;
 	memset(out, 0, sizeof(*out));
-	if (rd(&co, (void *)(uintptr_t)addr, sizeof(co)) || Py_TYPE(&co) != &PyCode_Type)
+	if (rd(&co, (void *)(uintptr_t)addr, sizeof(co)) || ((PyObject *)&co)->ob_type != T_CODE)
 		return -1;
 	out->firstlineno = co.co_firstlineno > 0 ? (uint32_t)co.co_firstlineno : 0;
 	out->flags = (uint32_t)co.co_flags;
@@ -436,6 +551,7 @@ static int py_read_code(uint64_t addr, struct strata_codeinfo *out)
 	return rc;
 }
 
+#ifndef STRATA_REMOTE
 /* ===== code object deaths ============================================= */
 
 /* The writer resolves code objects a few milliseconds after they were
@@ -528,6 +644,15 @@ static int py_starting_thread_name(char *buf, size_t n)
 	return rc;
 }
 
+static void py_symbols(struct strata_pysyms *out)
+{
+	out->runtime = (uint64_t)(uintptr_t)&_PyRuntime;
+	out->code_type = (uint64_t)(uintptr_t)&PyCode_Type;
+	out->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
+	out->unicode_type = (uint64_t)(uintptr_t)&PyUnicode_Type;
+	out->bytes_type = (uint64_t)(uintptr_t)&PyBytes_Type;
+}
+
 /* ===== entry point ==================================================== */
 
 static const struct strata_pyapi api = {
@@ -542,6 +667,7 @@ static const struct strata_pyapi api = {
 	.read_code = py_read_code,
 	.hook_code_death = py_hook_code_death,
 	.starting_thread_name = py_starting_thread_name,
+	.symbols = py_symbols,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_init(const struct strata_core *c)
@@ -549,3 +675,48 @@ __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_i
 	core = c;
 	return &api;
 }
+#else /* STRATA_REMOTE */
+
+/* ===== entry points (reading another process) =========================== */
+
+static int rp_phase(void)
+{
+	remote_begin();
+	if (setjmp(remote_fail))
+		return -1;
+	return py_phase();
+}
+
+static uint64_t rp_find_tstate(unsigned long pthread_id)
+{
+	remote_begin();
+	if (setjmp(remote_fail))
+		return UINT64_MAX;
+	return (uint64_t)(uintptr_t)find_thread(pthread_id);
+}
+
+static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing)
+{
+	remote_begin();
+	*missing = 0;
+	if (setjmp(remote_fail))
+		return -1;
+	return walk_frames((PyThreadState *)(uintptr_t)tstate, out, max, missing);
+}
+
+static const struct strata_pyreader reader = {
+	.api_version = STRATA_PYAPI_VERSION,
+	.built_for = PY_VERSION,
+	.linetable_fmt = LINETABLE_FMT,
+	.phase = rp_phase,
+	.find_tstate = rp_find_tstate,
+	.walk = rp_walk,
+	.read_code = py_read_code,
+};
+
+__attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)
+{
+	env = *r;
+	return &reader;
+}
+#endif
