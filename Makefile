@@ -33,7 +33,16 @@ COMMON_SRC = $(wildcard src/common/*.c)
 LIB_SRC    = $(wildcard src/lib/*.c)
 EXPORT_SRC = $(wildcard src/export/*.c)
 CLI_SRC    = $(wildcard src/cli/*.c)
-AGENT_SRC  = $(wildcard src/agent/*.c)
+# The agent is two programs (src/agent/agent.h): the library loaded into
+# the profiled process, and strata-agentd, its helper process.
+AGENT_SHARED = src/agent/shm.c src/agent/ring.c src/agent/slots.c src/agent/triggers.c src/agent/util.c \
+	       src/agent/grave.c src/agent/jitdump-map.c
+AGENT_SRC  = src/agent/agent.c src/agent/link.c src/agent/ctlsock.c src/agent/signals.c src/agent/sampler.c \
+	     src/agent/threads.c src/agent/process.c src/agent/sleeps.c src/agent/unwind.c src/agent/jit.c \
+	     $(AGENT_SHARED)
+AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/control.c src/agent/wall.c src/agent/scan.c \
+	     src/agent/unwind-build.c src/agent/jit-poll.c src/agent/remote.c src/agent/perfread.c \
+	     src/agent/jitdump.c $(AGENT_SHARED)
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
@@ -48,6 +57,7 @@ AGENT_LIBS = -lzstd -ldl -lpthread -lrt
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
+AGENTD_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENTD_SRC) $(COMMON_SRC))
 
 # One agent module per interpreter: the fragment lists versions and headers.
 # It is remade when the script or the PYTHONS choice changes (the stamp holds
@@ -68,7 +78,7 @@ $(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
 PYPKG     = $(patsubst python/%,$(LIBDIR)/python/%,$(PYPKG_SRC))
-all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(PY_MODULES) $(PYPKG)
+all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(LIBDIR)/strata-agentd $(PY_MODULES) $(PYPKG)
 
 $(LIBDIR)/python/strata/%.py: python/strata/%.py
 	@mkdir -p $(dir $@)
@@ -90,6 +100,10 @@ $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -o $@ $^ $(AGENT_LIBS)
 
+$(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENT_LIBS)
+
 # The module resolves CPython's symbols from the process it is loaded into.
 PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c
 $(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/pyapi.h src/common/format.h
@@ -104,7 +118,7 @@ $(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
 		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread
 
--include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+-include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d) $(AGENTD_OBJ:.o=.d)
 
 # html.c embeds the flame graph page with .incbin, which -MMD cannot see.
 $(OBJ)/cli/export/html.o $(BUILD)/asan/obj/export/html.o: src/export/flame.html src/export/flame.js
@@ -142,7 +156,7 @@ bench: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/strata
 	install -m 755 $(BIN)/strata $(DESTDIR)$(PREFIX)/bin/strata
-	install -m 755 $(LIBDIR)/*.so $(DESTDIR)$(PREFIX)/lib/strata/
+	install -m 755 $(LIBDIR)/*.so $(LIBDIR)/strata-agentd $(DESTDIR)$(PREFIX)/lib/strata/
 	install -d $(DESTDIR)$(PREFIX)/lib/strata/python/strata
 	install -m 644 $(PYPKG) $(DESTDIR)$(PREFIX)/lib/strata/python/strata/
 

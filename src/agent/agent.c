@@ -1,5 +1,5 @@
 /*
- * agent.c — lifecycle of the in-process agent.
+ * agent.c — lifecycle of the agent in the profiled process.
  *
  * libstrata-agent.so is preloaded (LD_PRELOAD) into every process that
  * `strata record` starts, Python or not. Its constructor decides whether
@@ -7,26 +7,42 @@
  * or standby asked for (STRATA_AGENT=1: no output until one is attached
  * through the control channel), and the process must contain a CPython
  * (Py_GetVersion is exported by every python executable and libpython).
- * The Python module can also load it with dlopen (strata_agent_load). It then loads the module built
- * for that interpreter version, installs the signal handlers, registers the
- * main thread and starts the writer. Anything else (a shell, /bin/true, a
- * compiler started by a build) is left alone except that exec() and
- * posix_spawn() keep the variables that carry profiling to grandchildren.
+ * The Python module can also load it with dlopen (strata_agent_load).
+ *
+ * Setting up: the shared region and the state in it, the module built for
+ * this interpreter version, the signal handlers, the control socket, the
+ * helper (link.c), then the threads' slots. Ending: exit(), _exit() and
+ * exec() ask the helper to finish the stream and wait for its answer
+ * (bounded; nothing the program holds is needed for it); a process killed
+ * by a signal is finished by the helper when it sees the process gone. A
+ * fork child gets a region and a helper of its own.
+ *
+ * Anything else (a shell, /bin/true, a compiler started by a build) is left
+ * alone except that exec() and posix_spawn() keep the variables that carry
+ * profiling to grandchildren.
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "ctlsock.h"
+#include "grave.h"
 #include "jitdump.h"
+#include "link.h"
+#include "shm.h"
 #include "unwind.h"
 #include "../common/format.h"
 
@@ -35,15 +51,9 @@
 #define PY_MINOR_FIRST 8
 #define PY_MINOR_LAST 13
 
-struct agent agent = { .reg_lock = PTHREAD_MUTEX_INITIALIZER };
-uint8_t *code_seen;
-
-uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static struct agent_state inactive;
+struct agent_state *agentp = &inactive;
+const struct strata_pyapi *agent_py;
 
 int agent_safe_read(void *dst, uint64_t src, size_t n)
 {
@@ -68,24 +78,6 @@ void agent_log(const char *fmt, ...)
 	buf[n++] = '\n';
 	ssize_t w = write(2, buf, (size_t)n);
 	(void)w;
-}
-
-unsigned agent_rate_hz(void)
-{
-	if (agent.trigger != TRIGGER_PERF_EVENT)
-		return agent.cfg.rate_hz;
-	/* Only a clock event has a rate; others sample every N occurrences. */
-	const struct event_list *ev = &agent.cfg.events;
-	uint64_t p = ev->n && (ev->ev[0].flags & EVS_CLOCK) ? agent.cfg.event_period : 0;
-	return p ? (unsigned)(1000000000ull / p) : 0;
-}
-
-uint64_t agent_new_stream_id(void)
-{
-	uint64_t id = 0;
-	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
-		id = mono_ns() ^ ((uint64_t)getpid() << 32);
-	return id ? id : 1;
 }
 
 /* STRATA_OPTIONS: comma-separated key=value pairs written by `strata record`. */
@@ -163,22 +155,27 @@ static void parse_options(struct agent_config *c, const char *s)
 		c->ring_size *= 2;
 }
 
-/* Finds and loads strata-py-<version>.so next to this library: the exact
- * version first, else another build of the same X.Y (layouts do not change
- * within a minor release). */
-static const struct strata_pyapi *load_pymodule(const char *version, char *tried, size_t tlen)
+/* The directory this library is in: the modules and the helper are there. */
+static void find_agent_dir(char *dir, size_t n)
 {
 	Dl_info info;
-	if (!dladdr((void *)&agent, &info) || !info.dli_fname)
-		return NULL;
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+	if (!dladdr((void *)&find_agent_dir, &info) || !info.dli_fname) {
+		snprintf(dir, n, ".");
+		return;
+	}
+	snprintf(dir, n, "%s", info.dli_fname);
 	char *slash = strrchr(dir, '/');
 	if (slash)
 		*slash = 0;
 	else
-		snprintf(dir, sizeof(dir), ".");
+		snprintf(dir, n, ".");
+}
 
+/* Finds and loads strata-py-<version>.so next to this library: the exact
+ * version first, else another build of the same X.Y (layouts do not change
+ * within a minor release). */
+static const struct strata_pyapi *load_pymodule(const char *dir, const char *version, char *tried, size_t tlen)
+{
 	char path[4352];
 	void *h = NULL;
 	snprintf(path, sizeof(path), "%s/strata-py-%s.so", dir, version);
@@ -218,50 +215,214 @@ static const struct strata_pyapi *load_pymodule(const char *version, char *tried
 	return api;
 }
 
-static void atfork_prepare(void)
+/* ---- code object deaths (the module's deallocation hook) ------------------ */
+
+int code_death_wanted(uint64_t addr)
 {
-	if (!agent.active)
-		return;
-	writer_lock_for_fork();
-	pthread_mutex_lock(&agent.reg_lock);
+	/* Idle (sampling off, rings drained): no sample can name a code
+	 * object that dies now, and nothing would take the record. */
+	return agent.active && atomic_load_explicit(&agent.has_output, memory_order_relaxed) &&
+	       !atomic_load_explicit(&agent.writer_idle, memory_order_relaxed) && agent.code_seen &&
+	       agent.code_seen[code_seen_slot(addr)];
 }
 
-static void atfork_parent(void)
+void code_death(uint64_t addr, struct strata_codeinfo *info)
 {
-	if (!agent.active)
+	if (agent.grave)
+		grave_put(agent.grave, addr, mono_ns(), info);
+	free(info->filename);
+	free(info->name);
+	free(info->qualname);
+	free(info->linetable);
+}
+
+/* ---- a Python we have no module for ---------------------------------------- */
+
+/* Leaves one record so the CLI can say which process was skipped and why.
+ * No helper is started for such a process: the record is written here. */
+static void note_unsupported(const char *output)
+{
+	int fd = open(output, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
 		return;
-	pthread_mutex_unlock(&agent.reg_lock);
-	writer_unlock_after_fork();
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	char *argv[1] = { exe };
+	struct rec_process p = {
+		.pid = (uint32_t)getpid(),
+		.ppid = (uint32_t)getppid(),
+		.start_mono_ns = mono_ns(),
+		.python_version = agent.python_version,
+		.executable = exe,
+		.argc = 1,
+		.argv = argv,
+		.flags = PROC_UNSUPPORTED,
+	};
+	struct wbuf recs, chunk;
+	wbuf_init(&recs);
+	wbuf_init(&chunk);
+	rec_put_process(&recs, &p);
+	struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_EXIT };
+	rec_put_process_end(&recs, &e);
+	if (!recs.oom && chunk_seal(&chunk, recs.data, recs.len, agent_new_stream_id(), 0, CHUNK_LAST, 3) == 0) {
+		ssize_t w = write(fd, chunk.data, chunk.len);
+		(void)w;
+	}
+	wbuf_free(&recs);
+	wbuf_free(&chunk);
+	close(fd);
+}
+
+/* ---- the state ------------------------------------------------------------- */
+
+static void init_reg_lock(void)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&agent.reg_lock, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/* The per-process parts of the state, for a new process (start, fork child). */
+static int state_fresh(void)
+{
+	agent.pid = getpid();
+	agent.stream = agent_new_stream_id();
+	agent.start_ns = mono_ns();
+	atomic_store(&agent.helper_pid, 0);
+	init_reg_lock();
+	agent.slots = NULL;
+	memset(agent.tidtab, 0, sizeof(agent.tidtab));
+	atomic_store(&agent.stopping, 0);
+	agent.sampler_slot = NULL;
+	atomic_store(&agent.retired_samples, 0);
+	atomic_store(&agent.retired_dropped, 0);
+	atomic_store(&agent.writer_idle, 0);
+	atomic_store(&agent.unwind_cur, NULL);
+	atomic_store(&agent.unwind_miss, 0);
+	memset(&agent.jit, 0, sizeof(agent.jit));
+	agent.code_seen = shm_alloc(CODE_SEEN_SIZE);
+	agent.grave = shm_alloc(sizeof(struct graveyard));
+	return agent.code_seen && agent.grave ? 0 : -1;
+}
+
+/* Bind the control socket and start the helper. */
+static int start_helper(char *err, size_t errlen)
+{
+	char cerr[512] = "";
+	int ctl = ctlsock_open(cerr, sizeof(cerr));
+	if (ctl < 0 && cerr[0])
+		agent_log("no control channel (%s); strata ctl and attaching will not work for process %d", cerr,
+			  (int)getpid());
+	int rc = link_spawn(ctl, err, errlen);
+	/* The helper serves the socket now; our copy would only keep it
+	 * open after the helper is gone. */
+	ctlsock_close();
+	return rc;
+}
+
+/* Re-arms the triggers the profiled process owns (after a failed exec). */
+static void rearm_own(int on)
+{
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (!atomic_load(&s->exited) && !s->external) {
+			if (s->trigger_fd >= 0)
+				trigger_fd_enable(s->trigger_fd, on, 1);
+			if (s->has_timer)
+				trigger_timer_arm(s, on);
+		}
+	reg_unlock();
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+/* Closes a descriptor of ours the fork child inherited, if the number
+ * still is a perf event (the program may have closed ours and reused the
+ * number for something of its own). */
+static void close_perf_fd(int fd)
+{
+	if (fd < 0)
+		return;
+	char path[64], link[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	if (n > 0) {
+		link[n] = 0;
+		if (!strcmp(link, "anon_inode:[perf_event]"))
+			close(fd);
+	}
 }
 
 static void atfork_child(void)
 {
-	if (!agent.active)
+	if (!agent.active || atomic_load(&agent.stopping)) {
+		/* Nothing of ours continues in the child. */
+		agentp = &inactive;
+		link_forget();
+		ctlsock_forget();
 		return;
-	pthread_mutex_init(&agent.reg_lock, NULL);
-	agent.pid = getpid();
-	agent.stream = agent_new_stream_id();
-	agent.start_ns = mono_ns();
-	agent.sampler_running = 0;
-	if (atomic_load(&agent.stopping))
+	}
+	/* The region is shared with the parent: read what the child keeps,
+	 * then replace it before writing anything. The parent's trigger
+	 * descriptors were inherited: they are the parent's events, let go. */
+	char name[64] = "";
+	struct tslot *me = tls_slot;
+	int had_slot = me != NULL;
+	if (me)
+		snprintf(name, sizeof(name), "%s", me->name);
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		close_perf_fd(s->trigger_fd);
+		for (uint32_t i = 1; i < s->ncounters && i < EVENTS_MAX; i++)
+			close_perf_fd(s->counter_fd[i]);
+	}
+	reg_unlock();
+	size_t sz = sizeof(struct agent_state);
+	struct agent_state *copy = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	link_forget();
+	ctlsock_forget();
+	tls_slot = NULL;
+	if (copy == MAP_FAILED || (memcpy(copy, agentp, sz), shm_replace() != 0)) {
+		agentp = &inactive;
+		if (copy != MAP_FAILED)
+			munmap(copy, sz);
 		return;
-	for (int i = 0; i < AGENT_MAX_OWN; i++)
-		atomic_store(&agent.own_tids[i], 0);
-	threads_after_fork_child();
-	writer_after_fork_child();
-	sampler_start();
-	control_after_fork_child();
+	}
+	struct agent_state *st = shm_alloc(sz);
+	if (!st) {
+		agentp = &inactive;
+		munmap(copy, sz);
+		return;
+	}
+	memcpy(st, copy, sz);
+	munmap(copy, sz);
+	shm_set_root(st);
+	agentp = st;
+	if (state_fresh()) {
+		agentp = &inactive;
+		return;
+	}
+	/* The child is a process of its own: its stream starts silent and
+	 * becomes visible with its first sample. Whatever the parent
+	 * attached (a session of its own) stays the parent's. */
+	agent.stream_flags &= ~(uint32_t)PROC_CONTINUED;
+	if (agent.cfg.perf_map)
+		jitdump_map();
+	char err[512];
+	if (start_helper(err, sizeof(err))) {
+		agent_log("%s; process %d is not profiled", err, (int)getpid());
+		agent.active = 0;
+		return;
+	}
+	if (had_slot)
+		thread_register(name, 0);
 }
 
-/* Signals whose default action ends the process while a flush is running. */
-static void termination_signals(sigset_t *set)
-{
-	sigemptyset(set);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGHUP);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGQUIT);
-}
+/* ---- ending ---------------------------------------------------------------- */
 
 void agent_shutdown(int reason)
 {
@@ -270,74 +431,63 @@ void agent_shutdown(int reason)
 		return;
 	if (atomic_exchange(&agent.stopping, 1))
 		return;
-	/* A SIGTERM landing on this thread mid-flush would kill the process
-	 * with the stream unfinished (a pool worker leaving by os._exit just
-	 * as the pool terminates it). Hold such signals until the end is
-	 * written; the mask is restored because exec() would inherit it. */
-	sigset_t term, old;
-	termination_signals(&term);
-	pthread_sigmask(SIG_BLOCK, &term, &old);
-	control_stop();
-	sampler_stop();
-	triggers_set_enabled(0);
-	writer_stop_and_flush(reason);
-	atomic_store(&agent.finished, 1);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-void agent_flush_before_death(int sig)
-{
-	(void)sig;
-	if (!agent.active || getpid() != agent.pid)
-		return;
-	if (atomic_exchange(&agent.stopping, 1)) {
-		/* Another thread is ending the stream (it blocks these
-		 * signals, so it is not this one): let it finish. */
-		struct timespec ts = { 0, 5 * 1000000L };
-		for (int waited = 0; waited < 2000 && !atomic_load(&agent.finished); waited += 5)
-			nanosleep(&ts, NULL);
-		return;
-	}
+	/* No more captures; our own events stop re-arming. The helper writes
+	 * what the rings hold and the stream's end, and answers. It needs
+	 * nothing this process holds, so the wait is short; it is bounded
+	 * all the same, and a process that dies meanwhile is finished by the
+	 * helper anyway. */
 	atomic_store(&agent.sampling, 0);
-	control_unlink_socket();
-	/* Normally a few milliseconds; the bound only matters if the writer
-	 * is stuck behind a lock this thread was interrupted holding. */
-	writer_finish_urgent(2000);
-	atomic_store(&agent.finished, 1);
+	link_finish(reason, 5000);
 }
 
-/* exec() failed after agent_shutdown(END_EXEC): carry on in a new stream. */
+/* exec() failed after agent_shutdown(END_EXEC): carry on in a new stream,
+ * with a new helper (the old one ended the stream and left). */
 void agent_resume(void)
 {
 	if (!agent.active || getpid() != agent.pid || !atomic_load(&agent.stopping))
 		return;
 	agent.stream = agent_new_stream_id();
 	agent.stream_flags |= PROC_CONTINUED;
-	atomic_store(&agent.finished, 0);
+	agent.start_ns = mono_ns();
+	char err[512];
+	if (start_helper(err, sizeof(err))) {
+		agent_log("%s; profiling of process %d stops", err, (int)getpid());
+		agent.active = 0;
+		return;
+	}
+	/* The new helper needs copies of every thread's events. */
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (!atomic_load(&s->exited) && !s->external && s->trigger_fd >= 0) {
+			int fds[EVENTS_MAX], n = 0;
+			fds[n++] = s->trigger_fd;
+			for (uint32_t i = 1; i < s->ncounters && n < EVENTS_MAX; i++)
+				if (s->counter_fd[i] >= 0)
+					fds[n++] = s->counter_fd[i];
+			link_send_fds(s, fds, n);
+		}
+	reg_unlock();
 	atomic_store(&agent.stopping, 0);
-	if (writer_resume() == 0) {
-		sampler_start();
-		control_start();
-		if (!agent.cfg.paused)
-			triggers_set_enabled(1);
+	if (!agent.cfg.paused) {
+		atomic_store(&agent.sampling, 1);
+		rearm_own(1);
 	}
 }
 
+/* ---- setting up ------------------------------------------------------------ */
+
 /* Brings the agent up in this process. With an output (STRATA_OUTPUT) it
  * records from the start; in standby it waits for `attach` on the control
- * channel. by_tid: loaded with dlopen (see threads.c). Returns 0, or -1
- * with a one-line reason in err (also logged when `log` is set). */
+ * channel. by_tid: loaded with dlopen. Returns 0, or -1 with a one-line
+ * reason in err (also logged when `log` is set). */
 static int agent_setup(const char *out, const char *options, int by_tid, int log, char *err, size_t errlen)
 {
 	signals_resolve();
+	struct agent_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	parse_options(&cfg, options);
 	if (out)
-		snprintf(agent.cfg.output, sizeof(agent.cfg.output), "%s", out);
-	agent.standby = !out;
-	parse_options(&agent.cfg, options);
-	if (by_tid && agent.cfg.mode == MODE_WALL) {
-		snprintf(err, errlen, "wall mode needs the agent preloaded (LD_PRELOAD); use cpu mode");
-		return -1;
-	}
+		snprintf(cfg.output, sizeof(cfg.output), "%s", out);
 
 	const char *(*getversion)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
 	if (!getversion) {
@@ -346,16 +496,14 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	}
 	const char *v = getversion();
 	size_t vl = strcspn(v, " ");
-	snprintf(agent.python_version, sizeof(agent.python_version), "%.*s", (int)vl, v);
-
-	agent.pid = getpid();
-	agent.stream = agent_new_stream_id();
-	agent.start_ns = mono_ns();
-	agent.by_tid = by_tid;
+	char version[64];
+	snprintf(version, sizeof(version), "%.*s", (int)vl, v);
+	char dir[4096];
+	find_agent_dir(dir, sizeof(dir));
 
 	char tried[512];
-	agent.py = load_pymodule(agent.python_version, tried, sizeof(tried));
-	if (!agent.py) {
+	agent_py = load_pymodule(dir, version, tried, sizeof(tried));
+	if (!agent_py) {
 		/* Name the interpreter to build for: this process's own. */
 		char exe[512];
 		ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -364,85 +512,96 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 		else
 			snprintf(exe, sizeof(exe), "/path/to/python");
 		unsigned maj = 0, min = 0;
-		sscanf(agent.python_version, "%u.%u", &maj, &min);
+		sscanf(version, "%u.%u", &maj, &min);
 		if (maj != 3 || min < PY_MINOR_FIRST || min > PY_MINOR_LAST)
 			snprintf(err, errlen, "Python %s is not supported (strata supports CPython 3.%d to 3.%d); "
 				 "this process is not profiled",
-				 agent.python_version, PY_MINOR_FIRST, PY_MINOR_LAST);
+				 version, PY_MINOR_FIRST, PY_MINOR_LAST);
 		else
 			snprintf(err, errlen, "no agent build for Python %s (this strata has builds for: %s); "
 				 "this process is not profiled. Build one with: make PYTHONS=%s",
-				 agent.python_version, tried[0] ? tried : "none", exe);
+				 version, tried[0] ? tried : "none", exe);
 		if (log)
 			agent_log("%s", err);
-		writer_note_unsupported();
+		if (out && !by_tid) {
+			snprintf(inactive.python_version, sizeof(inactive.python_version), "%s", version);
+			note_unsupported(out);
+		}
 		return -1;
 	}
-	code_seen = calloc(CODE_SEEN_SIZE, 1);
-	if (!code_seen) {
+
+	uint64_t max = SHM_DEFAULT_MAX;
+	const char *mx = getenv("STRATA_SHM_MAX_MB");
+	if (mx && strtoull(mx, NULL, 10) >= 16)
+		max = strtoull(mx, NULL, 10) << 20;
+	if (shm_create(max)) {
+		snprintf(err, errlen, "cannot set up the agent's shared memory: %s; this process is not profiled",
+			 strerror(errno));
+		goto fail;
+	}
+	struct agent_state *st = shm_alloc(sizeof(*st));
+	if (!st) {
 		snprintf(err, errlen, "out of memory; this process is not profiled");
 		goto fail;
 	}
-	agent.py->hook_code_death(writer_code_wanted, writer_code_died);
+	shm_set_root(st);
+	agentp = st;
+	agent.cfg = cfg;
+	snprintf(agent.python_version, sizeof(agent.python_version), "%s", version);
+	snprintf(agent.agent_dir, sizeof(agent.agent_dir), "%s", dir);
+	agent.standby = !out;
+	agent.by_tid = by_tid;
+	if (state_fresh()) {
+		snprintf(err, errlen, "out of shared memory; this process is not profiled");
+		goto fail;
+	}
+	agent_py->symbols(&agent.pysyms);
+	agent.r_debug = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_r_debug");
+	agent.vdso = getauxval(AT_SYSINFO_EHDR);
+	agent_py->hook_code_death(code_death_wanted, code_death);
 	agent.trigger = sampler_pick_trigger();
 	if (agent.trigger < 0) {
 		/* sampler_pick_trigger said why, on stderr. */
 		snprintf(err, errlen, "the sampling events cannot be set up; this process is not profiled");
-		return -1;
+		goto fail;
 	}
 	if (signals_install()) {
 		snprintf(err, errlen, "cannot install signal handlers; this process is not profiled");
 		goto fail;
 	}
-	if (agent.cfg.mode == MODE_WALL) {
-		agent.sampler_slot = calloc(1, sizeof(struct tslot));
-		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
-			snprintf(err, errlen, "out of memory; this process is not profiled");
-			goto fail;
-		}
-		agent.sampler_slot->trigger_fd = -1;
-		agent.sampler_slot->stat_fd = -1;
-	}
-	if (agent.cfg.native) {
-		/* Tables for everything loaded so far, before the first sample:
-		 * the writer keeps them current from here on. */
-		if (unwind_init() == 0) {
-			agent.stream_flags |= PROC_NATIVE;
-		} else {
-			agent_log("cannot read the loaded modules; native stacks are off");
-			agent.cfg.native = 0;
-		}
-	}
+	if (agent.cfg.native)
+		agent.stream_flags |= PROC_NATIVE;
+	if (agent.cfg.perf_map)
+		jitdump_map();
+	unwind_handler_init();
 	/* Numba emits line tables (what `strata record --jit-lines` asks for). */
 	const char *dbg = getenv("NUMBA_DEBUGINFO");
 	if (dbg && atoi(dbg) > 0)
 		agent.stream_flags |= PROC_JIT_LINES;
-	if (agent.cfg.perf_map)
-		jitdump_start(); /* says on stderr when it cannot */
 	/* In standby nothing is sampled until an output is attached. */
-	atomic_store(&agent.sampling, !agent.standby && !agent.cfg.paused);
 	if (agent.standby)
 		agent.cfg.paused = 1;
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	atomic_store(&agent.sampling, !agent.cfg.paused);
+	atomic_store(&agent.has_output, !agent.standby);
 	agent.active = 1;
-	if (agent.standby ? writer_start_standby() : writer_start()) {
+	if (start_helper(err, errlen)) {
 		agent.active = 0;
-		if (agent.standby)
-			snprintf(err, errlen, "cannot start the writer thread: %s; this process is not profiled",
-				 strerror(errno));
-		else
-			snprintf(err, errlen, "cannot open the profile %s: %s; this process is not profiled",
-				 agent.cfg.output, strerror(errno));
 		goto fail;
 	}
-	if (!by_tid)
+	static int atfork_done;
+	if (!atfork_done) {
+		pthread_atfork(NULL, NULL, atfork_child);
+		atfork_done = 1;
+	}
+	if (by_tid)
+		threads_register_existing();
+	else
 		thread_register("MainThread", 1);
-	sampler_start();
-	control_start();
 	return 0;
 fail:
 	if (log)
 		agent_log("%s", err);
+	agentp = &inactive;
 	return -1;
 }
 
@@ -458,7 +617,6 @@ __attribute__((constructor)) static void agent_init(void)
 	int standby = !out && sa && *sa && strcmp(sa, "0") != 0;
 	if (!out && !standby)
 		return;
-	agent.configured = 1;
 	char err[1024];
 	agent_setup(out, getenv("STRATA_OPTIONS"), 0, 1, err, sizeof(err));
 }
@@ -470,16 +628,16 @@ __attribute__((constructor)) static void agent_init(void)
 AGENT_EXPORT int strata_agent_load(const char *options, char *err, size_t errlen)
 {
 	static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+	static int tried;
 	pthread_mutex_lock(&once);
 	int rc = 0;
 	if (!agent.active) {
-		if (agent.py || agent.pid) {
+		if (tried) {
 			snprintf(err, errlen, "the agent could not start in this process earlier");
 			rc = -1;
 		} else {
+			tried = 1;
 			rc = agent_setup(NULL, options, 1, 0, err, errlen);
-			if (rc == 0)
-				threads_scan();
 		}
 	}
 	pthread_mutex_unlock(&once);
@@ -500,14 +658,14 @@ AGENT_EXPORT int strata_agent_name_thread(int tid, const char *name)
 {
 	if (!agent.active || !name)
 		return -1;
-	pthread_mutex_lock(&agent.reg_lock);
+	reg_lock();
 	struct tslot *s = agent.slots;
 	for (; s; s = s->next)
 		if (s->tid == tid && !atomic_load(&s->exited))
 			break;
 	if (s && !s->announced)
 		snprintf(s->name, sizeof(s->name), "%s", name);
-	pthread_mutex_unlock(&agent.reg_lock);
+	reg_unlock();
 	return s ? 0 : -1;
 }
 

@@ -1,29 +1,47 @@
 /*
- * agent.h — shared state of the in-process agent (libstrata-agent.so).
+ * agent.h — the agent's shared state and the map of its modules.
  *
- * Module map:
- *   agent.c      lifecycle: constructor/destructor, configuration, loading
- *                the per-version Python module, fork and exit handling
- *   signals.c    our handlers for SIGPROF/SIGSEGV/SIGBUS and the interposed
- *                sigaction()/signal() that keep them installed and chain to
- *                the application's handlers
- *   sampler.c    triggers (perf task-clock, POSIX CPU timer, wall sampler)
- *                and the signal-safe sample capture
- *   threads.c    the thread registry and the interposed pthread_create()
- *   process.c    interposed fork/exec/_exit: flush before the image goes away
- *   writer.c     the writer thread: drains rings, interns code objects and
- *                stacks, compresses and appends chunks to the output
- *   ring.c       per-thread SPSC sample rings
- *   unwind.c     --native: module map, CFI tables, the in-handler unwinder
+ * The agent is two programs. libstrata-agent.so is loaded into the
+ * profiled process (LD_PRELOAD, or dlopen by the Python module) and keeps
+ * no thread of its own there: a program that counts its threads (CPython
+ * before fork), or ends when its last thread exits, sees exactly its own.
+ * It samples in the signal handler into per-thread rings, registers
+ * threads, follows fork/exec/exit, and hooks code-object deaths.
+ * strata-agentd, one per profiled process, does everything else in a
+ * process of its own: drains the rings and writes the profile, serves the
+ * control socket, runs the wall-mode sampler, builds unwind tables, finds
+ * JIT code. Between them: a shared memory region (shm.h) holding
+ * struct agent_state, the slots and rings; a socket pair (link.h); and the
+ * helper reads the target's memory through a /proc/PID/mem descriptor the
+ * target opened (remote.h).
+ *
+ * In the profiled process (libstrata-agent.so):
+ *   agent.c      lifecycle: start, the helper's start, exit and exec, fork
+ *   link.c       the helper: spawning it, pokes, the finish handshake
+ *   signals.c    our SIGPROF/SIGSEGV/SIGBUS handlers and the interposed
+ *                sigaction()/signal() that keep them installed
+ *   sampler.c    the signal-safe sample capture
+ *   threads.c    the interposed pthread_create(); registering threads
+ *   process.c    interposed fork/exec/_exit/posix_spawn
  *   sleeps.c     interposed nanosleep/select/poll/...: SIGPROF held inside
- *                the calls a handler would cut short with EINTR
- *   control.c    the control channel: a Unix socket per process (and the
- *                same commands for in-process callers): sampling on/off,
- *                status, dump, attaching and detaching an output
+ *   unwind.c     --native: the in-handler unwinder
+ *   jit.c        the handler's view of JIT code
+ * In strata-agentd:
+ *   agentd.c     main: attach, threads, watching the target, finishing
+ *   writer.c     drains rings, interns code objects and stacks, writes
+ *   control.c    the control channel's commands and socket
+ *   wall.c       the wall-mode sampler
+ *   scan.c       threads that predate a dlopen'ed agent, found in /proc
+ *   unwind-build.c  object scans and unwind tables for the handler
+ *   jit-poll.c   JIT images through the GDB JIT interface
+ *   remote.c     reading the target: memory, loaded objects, symbols
+ *   perfread.c, jitdump.c   perf maps read and written
+ * In both:
+ *   shm.c, ring.c, slots.c (the slot registry), triggers.c (perf events)
  *
- * Everything reached from the signal handler (struct tslot, the ring, the
- * config and pyapi pointers) is set up before the handler can run and is
- * read-only or atomic afterwards.
+ * Everything reached from the signal handler is in the shared region or
+ * the target's own memory, set up before the handler can run, and read
+ * only through atomics or immutable snapshots afterwards.
  */
 #ifndef STRATA_AGENT_H
 #define STRATA_AGENT_H
@@ -41,7 +59,6 @@
 #include "../common/events.h"
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
-#define AGENT_MAX_OWN 8
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
 struct agent_config {
@@ -63,12 +80,15 @@ struct agent_config {
 	struct event_list events;
 	uint64_t event_period;
 	int event_exclude_kernel;    /* user-space counting only (perf_event_paranoid) */
+	int perf_exclude_kernel;     /* the task-clock trigger counts user space only */
 	char output[4096];
 };
 
-/* One registered thread. Created by the thread itself (in the pthread_create
- * trampoline, or the constructor for the main thread), freed by the writer
- * after the thread exited and its ring is drained. */
+/* One registered thread, in the shared region. Made by the thread itself
+ * (the pthread_create trampoline, or the agent's start for the main
+ * thread), or by the helper's scan for a thread that predates a dlopen'ed
+ * agent (`external`); retired by the helper's writer once the thread
+ * exited and its ring is drained. */
 struct tslot {
 	struct tslot *next;          /* registry list, under agent.reg_lock */
 	pid_t tid;
@@ -76,15 +96,25 @@ struct tslot {
 	uint64_t start_ns, end_ns;
 	struct ring ring;
 
-	/* trigger */
+	/* Trigger, as the profiled process numbers its descriptors (the
+	 * handler reads counters and re-arms through them). */
 	int trigger_fd;              /* perf event fd (-e: the group leader), or -1 */
 	int counter_fd[EVENTS_MAX];  /* -e: the group's other events (index 0 unused), or -1 */
 	uint64_t counter_prev[EVENTS_MAX]; /* group values at this thread's last sample */
 	uint32_t ncounters;          /* events in this thread's group; 0 = none */
 	timer_t timer;
 	int has_timer;
-	int stat_fd;                 /* /proc/self/task/TID/stat (wall mode) */
-	_Atomic int wall_pending;    /* sampler sent us a signal */
+	/* The descriptor number the overflow signal names (si_fd): the
+	 * opener's. For an external slot the helper opened the events, and
+	 * the handler takes its own copies of them at the first sample. */
+	int sig_fd;
+	/* The helper's copies (it turns sampling on and off, changes the
+	 * rate): -1 until it has them. */
+	int helper_fd;
+	int helper_counter_fd[EVENTS_MAX];
+	_Atomic int fds_sent;        /* the target sent its descriptors to the helper */
+	int stat_fd;                 /* helper: /proc/PID/task/TID/stat (wall mode) */
+	_Atomic int wall_pending;    /* the wall sampler sent us a signal */
 
 	/* handler state */
 	volatile sig_atomic_t in_handler;
@@ -92,7 +122,7 @@ struct tslot {
 	volatile sig_atomic_t guard_on;
 	void *tstate;                /* last PyThreadState seen (wall sampler reads it) */
 	/* The unwind-table snapshot the handler is using (unwind.c); the
-	 * writer frees no snapshot a slot holds. */
+	 * builder frees no snapshot a slot holds. */
 	_Atomic(void *) unwind_hazard;
 	volatile int native_progress; /* frames stored so far, for a faulting unwind */
 
@@ -100,13 +130,16 @@ struct tslot {
 	_Atomic uint64_t dropped;    /* samples lost: ring full or faults */
 	_Atomic int exited;
 
-	/* Registered from outside by tid (threads_scan, when the agent was
-	 * loaded with dlopen and threads predate it): no TLS destructor tells
-	 * us it ended, the scan does. `proc_start` (starttime in
-	 * /proc/self/task/TID/stat) tells a reused tid from the thread. */
+	/* Registered from outside by tid (scan.c): no TLS destructor tells us
+	 * it ended, the scan does. `proc_start` (starttime in
+	 * /proc/PID/task/TID/stat) tells a reused tid from the thread. */
 	int external;
 	unsigned long long proc_start;
 	uint32_t scan_gen;
+
+	/* wall mode (helper memory): the stack of a blocked thread, read once
+	 * per episode of blocking (wall.c). */
+	void *wall_cache;
 
 	/* writer-only state */
 	int announced;
@@ -115,56 +148,102 @@ struct tslot {
 	uint64_t reported_dropped;
 };
 
-struct agent {
-	int active;                  /* configured, Python found, module loaded */
-	int configured;              /* STRATA_OUTPUT set: interposers act */
-	pid_t pid;
-	uint64_t stream;             /* current stream id */
-	uint32_t stream_flags;       /* PROC_* flags of the current stream */
-	uint64_t start_ns;
-	int trigger;                 /* enum trigger_kind actually used */
-	struct agent_config cfg;
-	const struct strata_pyapi *py;
-	char python_version[64];
-
-	pthread_mutex_t reg_lock;
-	struct tslot *slots;
-
-	_Atomic int sampling;        /* handler records samples only when set */
-	_Atomic int stopping;        /* process teardown started */
-	_Atomic int finished;        /* teardown wrote the stream's end */
-	pthread_t writer, sampler;
-	int writer_running, sampler_running;
-
-	/* The wall-mode sampler's own ring for samples of idle threads. */
-	struct tslot *sampler_slot;
-
-	/* No output at start (STRATA_AGENT=1, or loaded by the Python module):
-	 * the agent waits for `attach` on its control channel. */
-	int standby;
-	/* Loaded with dlopen: threads that predate the agent are found by
-	 * scanning /proc/self/task and their slots looked up by tid. */
-	int by_tid;
-	/* The agent's own threads (real_thread_create), never sampled or
-	 * registered by a scan. */
-	_Atomic pid_t own_tids[AGENT_MAX_OWN];
-	/* Samples and drops of threads already retired (status totals). */
-	_Atomic uint64_t retired_samples, retired_dropped;
+/* By-tid lookup for threads the pthread_create wrapper never saw. */
+#define TIDTAB_SIZE 8192
+struct tident {
+	_Atomic pid_t tid;
+	_Atomic(struct tslot *) slot;
 };
 
+/* The JIT code ranges the handler consults (jit.c), published by the
+ * helper's poller (jit-poll.c) under a sequence count. */
+#define JIT_MAX_RANGES 4096
+struct jit_ranges {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t n;
+	_Atomic uint64_t lo[JIT_MAX_RANGES], hi[JIT_MAX_RANGES];
+	/* The interpreter's own code: a pc there is never JIT's callee. */
+	_Atomic uint32_t ninterp;
+	uint64_t interp_lo[4], interp_hi[4];
+};
 
-
-extern struct agent agent;
+/* Code objects the deallocation hook saw die (their contents, at death),
+ * for the writer: a byte ring of records, one producer at a time. */
+#define GRAVE_SIZE (1u << 20)
+struct graveyard {
+	_Atomic int lock;            /* producers (threads of the profiled process) */
+	_Atomic uint64_t head, tail;
+	_Atomic uint64_t lost;
+	uint8_t buf[GRAVE_SIZE];
+};
 
 /* Code objects the handler has seen, as a lossy bitmap: one byte store per
  * frame in the handler, one load in the deallocation hook. A false
  * positive only costs keeping a dead code object's name a little longer. */
 #define CODE_SEEN_SIZE (1u << 20)
-extern uint8_t *code_seen;
 static inline uint32_t code_seen_slot(uint64_t addr)
 {
 	return (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ull >> 44) & (CODE_SEEN_SIZE - 1);
 }
+
+/* Children started while the output changed at run time (attach, detach)
+ * take the current one: "STRATA_OUTPUT=path", or "STRATA_AGENT=1". */
+struct outvar {
+	_Atomic int which;           /* 0: none yet, else 1 + the buffer in use */
+	char buf[2][4200];
+};
+
+struct agent_state {
+	/* Set up by the profiled process before the helper starts; read-only
+	 * afterwards unless said otherwise. */
+	int active;                  /* configured, Python found, module loaded */
+	pid_t pid;                   /* the profiled process */
+	_Atomic pid_t helper_pid;
+	uint64_t stream;             /* current stream id (changes on attach: helper) */
+	uint32_t stream_flags;       /* PROC_* flags of the current stream */
+	uint64_t start_ns;
+	int trigger;                 /* enum trigger_kind actually used */
+	struct agent_config cfg;     /* rate, paused and output change at run time (helper) */
+	char python_version[64];
+	struct strata_pysyms pysyms; /* where the interpreter is, for the helper's reader */
+	uint64_t r_debug;            /* &_r_debug: the loaded objects, for the helper */
+	uint64_t vdso;               /* AT_SYSINFO_EHDR */
+	char agent_dir[4096];        /* where libstrata-agent.so and the modules are */
+	int standby;                 /* no output at start: wait for `attach` */
+	/* Loaded with dlopen: threads that predate the agent are found by
+	 * scanning /proc/PID/task and their slots looked up by tid. */
+	int by_tid;
+
+	pthread_mutex_t reg_lock;    /* process-shared, robust: the slot list */
+	struct tslot *slots;
+	struct tident tidtab[TIDTAB_SIZE];
+
+	_Atomic int sampling;        /* handler records samples only when set */
+	_Atomic int stopping;        /* the process is exiting or exec'ing */
+	/* The wall-mode sampler's ring for samples of idle threads (helper). */
+	struct tslot *sampler_slot;
+	/* Samples and drops of threads already retired (status totals). */
+	_Atomic uint64_t retired_samples, retired_dropped;
+
+	/* The writer's state the deallocation hook consults. */
+	_Atomic int has_output;      /* there is an output (else standby) */
+	_Atomic int writer_idle;     /* sampling off and the rings drained since */
+
+	/* Handler-read tables the helper maintains. */
+	_Atomic(void *) unwind_cur;  /* struct usnap (unwind-build.c) */
+	_Atomic int unwind_miss;     /* the handler met code outside every table */
+	struct jit_ranges jit;
+	uint8_t *code_seen;          /* CODE_SEEN_SIZE bytes */
+	struct graveyard *grave;
+	struct outvar outvar;
+};
+
+/* The state, in the shared region once the agent is set up; before that
+ * (and in a process the agent does nothing in) a zeroed stand-in, so the
+ * interposers can always ask agent.active. */
+extern struct agent_state *agentp;
+#define agent (*agentp)
+
 extern TLS_IE __thread struct tslot *tls_slot;
 
 /* Ring record written by the handler (all fields little-endian native). */
@@ -184,24 +263,44 @@ struct rsample {
 	 *              uint64_t native[nnative]; */
 };
 
-/* agent.c */
+/* ---- both processes --------------------------------------------------- */
+
 uint64_t mono_ns(void);
 uint64_t agent_new_stream_id(void);
 /* Samples per second as the profile states it (0: event-driven, not a clock). */
 unsigned agent_rate_hz(void);
-int agent_safe_read(void *dst, uint64_t src, size_t n);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* slots.c */
+struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */
+void slot_link(struct tslot *s);                       /* into the list (and tid table) */
+void slot_free(struct tslot *s);
+struct tslot *slot_by_tid(pid_t tid);                  /* handler-safe */
+void tidtab_del(struct tslot *s);                      /* caller holds reg_lock */
+void reg_lock(void);
+void reg_unlock(void);
+
+/* triggers.c */
+/* Opens thread tid's trigger into the slot (the caller's descriptors);
+ * armed if sampling is on. own: the calling thread is tid. */
+int trigger_open(struct tslot *s, pid_t tid);
+void trigger_close(struct tslot *s);
+/* Arms or disarms a perf event: refresh (one overflow, re-armed by the
+ * handler) or free running. */
+void trigger_fd_enable(int fd, int on, int refresh);
+/* Arms or disarms a POSIX timer trigger (its own process only). */
+void trigger_timer_arm(struct tslot *s, int on);
+int sampler_pick_trigger(void);
+
+/* ---- the profiled process ---------------------------------------------- */
+
+extern const struct strata_pyapi *agent_py;
+int agent_safe_read(void *dst, uint64_t src, size_t n);
 void agent_shutdown(int reason);
 void agent_resume(void);
-/* From a fatal signal's handler: have the writer finish the stream, waiting
- * a bounded time. Async-signal-safe (atomics, a pipe write, nanosleep). */
-void agent_flush_before_death(int sig);
 
 /* signals.c */
 int signals_install(void);
-/* dlopen mode (nothing interposes sigaction): put our SIGSEGV/SIGBUS
- * handlers back if the program replaced them (signal-safe; 0 = in place),
- * and our SIGPROF handler (writer thread). */
 int signals_guard_check(void);
 void signals_retake_prof(void);
 int signals_app_handles(int sig);
@@ -209,98 +308,24 @@ extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 void signals_resolve(void);
 
 /* sampler.c */
-int trigger_start(struct tslot *s);
-void trigger_stop(struct tslot *s);
-/* In a fork child: closes the descriptors a slot inherited from the parent
- * (they are the parent's events: never disable them, just let go). */
-void trigger_forget(struct tslot *s);
-/* Called from the SIGPROF handler; returns 1 if the signal was ours. */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
-/* Turns sampling on or off in every registered thread (pause/resume). */
-void triggers_set_enabled(int on);
-/* Sets the sampling rate for triggers armed from now on; -1 if the
- * trigger has no rate (events: a period of occurrences). */
-int triggers_set_rate(unsigned hz);
-int sampler_start(void);                               /* wall mode thread */
-void sampler_stop(void);
-int sampler_pick_trigger(void);
 
 /* threads.c */
 struct tslot *thread_register(const char *name, int is_main);
-/* By-tid registration (agent.by_tid): handler-safe lookup, and the scan
- * that registers threads the pthread_create wrapper never saw and retires
- * those that ended. */
-struct tslot *slot_by_tid(pid_t tid);
-void threads_scan(void);
-/* The calling thread, registered (or renamed) by itself: for callers from
- * Python in a dlopen'ed agent. */
 struct tslot *thread_register_self(const char *name);
 void thread_unregister(struct tslot *s);
-void threads_after_fork_child(void);
-int real_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
-void slot_free(struct tslot *s);
+/* dlopen mode: registers the threads running now. */
+void threads_register_existing(void);
 
-/* writer.c */
-int writer_start(void);
-void writer_stop_and_flush(int reason);
-void writer_after_fork_child(void);
-void writer_note_unsupported(void);
-/* Deallocation hook target: keeps a sampled code object's contents. */
-int writer_code_wanted(uint64_t addr);
-void writer_code_died(uint64_t addr, struct strata_codeinfo *info);
-void writer_poke(void);
-/* Sampling is about to start: code deaths matter again. */
-void writer_set_busy(void);
-/* Asks the writer to end the stream now (END_SIGNAL); returns when done or
- * after timeout_ms. Async-signal-safe. */
-void writer_finish_urgent(int timeout_ms);
-void writer_lock_for_fork(void);
-void writer_unlock_after_fork(void);
-/* Starts the writer without an output (standby). */
-int writer_start_standby(void);
-/* After a failed exec: carries on with the output it had, or without. */
-int writer_resume(void);
-/* Output control for control.c. attach: fd (>= 0) or path names the new
- * output; with create_session the agent writes the file header and a
- * session of its own first (the file must be empty). */
-int writer_attach(int fd, const char *path, int create_session, char *err, size_t errlen);
-int writer_detach(char *err, size_t errlen);
-/* Copies what the output holds so far, as a finished profile, to dst. */
-int64_t writer_dump(int dst, char *err, size_t errlen);
-void writer_flush_now(void);
-/* The current output's path into buf ("" when there is none); returns
- * whether there is an output. */
-int writer_output(char *buf, size_t n);
+/* code deaths (agent.c): what the module's deallocation hook asks */
+int code_death_wanted(uint64_t addr);
+void code_death(uint64_t addr, struct strata_codeinfo *info);
 
-/* control.c */
-int control_start(void);
-void control_stop(void);
-void control_after_fork_child(void);
-/* From a fatal signal's handler: remove our socket (signal-safe). */
-void control_unlink_socket(void);
-/* Runs one control request (the socket's message format, see
- * common/ctlproto.h); fd is an attached descriptor or -1 and is consumed.
- * Writes the reply ("ok\n..." or "error: ...") into reply. */
-void control_exec(const char *req, int fd, char *reply, size_t n);
-
-struct wbuf;
-/* jit.c (the listener API is jit.h) */
-/* Writer pass: finds JIT images registered or unregistered since the last
- * pass, appends their records to recs (NULL: no output) and updates the
- * handler's table. */
-void jit_poll(struct wbuf *recs);
-/* A new stream starts: announce every live image again. */
-void jit_stream_reset(void);
-/* Whether any JIT code is known (the handler then looks for it). */
+/* jit.c (handler) */
 int jit_active(void);
-/* Handler, without --native: stores in out[0] the interrupted pc if it is
- * in JIT code, or the return address into JIT code of the function JIT
- * code called (setting STACK_JIT_RETURN); returns 1, or 0 when the thread
- * is not in JIT code. Must run under the capture's fault guard. */
 int jit_leaf_capture(const void *uc, uint64_t *out, uint8_t *flags);
-uint64_t jit_images_seen(void);
 
 /* process.c: what exec'd children inherit after the output changed. */
-void process_env_set_output(const char *path);
+const char *process_env_output(void);
 
 #endif

@@ -1,15 +1,14 @@
 /*
- * control.c — the agent's control channel (docs/control.md).
+ * control.c — the agent's control channel (docs/control.md), served by the
+ * helper.
  *
  * Every profiled process listens on its own Unix socket,
  * $XDG_RUNTIME_DIR/strata/PID.sock or /tmp/strata-UID/PID.sock (directory
  * 0700, socket 0600, and each peer's uid checked with SO_PEERCRED: only the
- * process's own user may control it). A plain pthread, created like the
- * writer with every signal blocked and never registered, so it is never
- * sampled and never holds the GIL, serves one connection at a time: one
- * request, one reply (common/ctlproto.h). The same commands are open to
- * code in the process itself (the Python module) through
- * strata_agent_command(); a mutex keeps the two from interleaving.
+ * process's own user may control it). The profiled process binds it
+ * (ctlsock.c); a thread of its helper serves one connection at a time: one
+ * request, one reply (common/ctlproto.h). Code in the profiled process
+ * itself (the Python module) connects to the same socket.
  *
  * Commands:
  *   status             pid, python, mode, rate, sampling, samples, dropped,
@@ -41,7 +40,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+
 #include "agent.h"
+#include "agentd.h"
 #include "../common/ctlproto.h"
 #include "../common/format.h"
 
@@ -54,6 +57,74 @@ static struct {
 	char dir[256];
 	char path[108];
 } C = { .cmd_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .wake = { -1, -1 } };
+
+/* ---- sampling on and off, the rate ------------------------------------------ */
+
+/* A POSIX timer can be set only by its own process: its thread's handler
+ * re-reads the state when tagged so (sampler.c). */
+#define TIMER_TAG ((void *)&agent.trigger)
+
+static void signal_timer(struct tslot *s)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = SIGPROF;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	si.si_value.sival_ptr = TIMER_TAG;
+	syscall(SYS_rt_tgsigqueueinfo, agent.pid, s->tid, SIGPROF, &si);
+}
+
+void triggers_set_enabled(int on)
+{
+	if (on)
+		writer_set_busy();
+	atomic_store(&agent.sampling, on);
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		if (atomic_load(&s->exited))
+			continue;
+		if (s->helper_fd >= 0)
+			/* Our copy of the same event: the thread's own ones
+			 * re-arm one overflow at a time (REFRESH). Off, the
+			 * handler stops re-arming by itself. */
+			trigger_fd_enable(s->helper_fd, on, !s->external);
+		else if (agent.trigger == TRIGGER_POSIX_CPU_TIMER)
+			signal_timer(s);
+	}
+	reg_unlock();
+	if (on) {
+		/* Both sleep while sampling is off. */
+		writer_poke();
+		wall_wake();
+	}
+}
+
+int triggers_set_rate(unsigned hz)
+{
+	if (hz < 1 || hz > 100000)
+		return -1;
+	/* An event-driven agent samples every -c occurrences, not at a rate. */
+	if (agent.trigger == TRIGGER_PERF_EVENT)
+		return hz == agent.cfg.rate_hz ? 0 : -1;
+	if (hz == agent.cfg.rate_hz)
+		return 0;
+	agent.cfg.rate_hz = hz;
+	agent.cfg.period_ns = 1000000000ull / hz;
+	uint64_t period = agent.cfg.period_ns;
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		if (atomic_load(&s->exited))
+			continue;
+		if (s->helper_fd >= 0)
+			ioctl(s->helper_fd, PERF_EVENT_IOC_PERIOD, &period);
+		else if (agent.trigger == TRIGGER_POSIX_CPU_TIMER && atomic_load(&agent.sampling))
+			signal_timer(s);
+	}
+	reg_unlock();
+	return 0;
+}
 
 /* ---- commands ----------------------------------------------------------- */
 
@@ -72,14 +143,14 @@ static void cmd_status(char *reply, size_t n)
 {
 	uint64_t samples = atomic_load(&agent.retired_samples), dropped = atomic_load(&agent.retired_dropped);
 	unsigned threads = 0;
-	pthread_mutex_lock(&agent.reg_lock);
+	reg_lock();
 	for (struct tslot *s = agent.slots; s; s = s->next) {
 		samples += atomic_load(&s->samples);
 		dropped += atomic_load(&s->dropped);
 		if (!atomic_load(&s->exited))
 			threads++;
 	}
-	pthread_mutex_unlock(&agent.reg_lock);
+	reg_unlock();
 	char out[4096], events[512] = "";
 	int has = writer_output(out, sizeof(out));
 	if (agent.trigger == TRIGGER_PERF_EVENT)
@@ -182,20 +253,6 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 	pthread_mutex_unlock(&C.cmd_lock);
 }
 
-/* In-process entry (the Python module, through ctypes): the same commands
- * as the socket. `fd` stays the caller's. Returns 0 if the reply is "ok". */
-AGENT_EXPORT int strata_agent_command(const char *req, int fd, char *reply, size_t n)
-{
-	if (!reply || n < 2)
-		return -1;
-	if (!req) {
-		reply_err(reply, n, "no request");
-		return -1;
-	}
-	control_exec(req, fd, reply, n);
-	return strncmp(reply, "ok", 2) == 0 ? 0 : -1;
-}
-
 /* ---- the socket ------------------------------------------------------------ */
 
 /* Removes sockets of processes that no longer exist. */
@@ -239,7 +296,7 @@ static void serve(int c)
 	int e = errno;
 	struct ucred cr;
 	socklen_t cl = sizeof(cr);
-	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != geteuid()) {
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || (cr.uid != geteuid() && cr.uid != 0)) {
 		/* The directory already keeps others out; this holds even for
 		 * a peer that can pass it (root), or a directory made looser.
 		 * The request was read first so the peer sees the reply. */
@@ -285,59 +342,21 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
-static int open_socket(void)
+int control_start(int lfd, const char *path)
 {
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	if (ctl_sock_dir(C.dir, sizeof(C.dir), xdg, geteuid()) ||
-	    ctl_sock_path(C.path, sizeof(C.path), C.dir, agent.pid)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (ctl_prepare_dir(C.dir))
-		return -1;
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -1;
-	struct sockaddr_un sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, C.path, strlen(C.path) + 1);
-	/* A socket of an earlier process with this pid is stale. */
-	unlink(C.path);
-	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(C.path, 0600) != 0 || listen(s, 8) != 0) {
-		int e = errno;
-		close(s);
-		unlink(C.path);
-		errno = e;
-		return -1;
-	}
-	/* Out of the low descriptor numbers a program may close or dup2 onto. */
-	int hi = fcntl(s, F_DUPFD_CLOEXEC, 512);
-	if (hi >= 0) {
-		close(s);
-		s = hi;
-	}
-	C.lfd = s;
-	return 0;
-}
-
-int control_start(void)
-{
-	if (C.running)
+	if (C.running || lfd < 0)
 		return 0;
-	if (getenv("STRATA_NO_CONTROL"))
-		return 0;
-	if (open_socket()) {
-		agent_log("no control channel (%s: %s); strata ctl and attaching will not work for process %d",
-			  C.dir, strerror(errno), (int)agent.pid);
-		C.path[0] = 0;
-		return -1;
-	}
-	if (pipe2(C.wake, O_CLOEXEC) || real_thread_create(&C.thread, control_main, NULL)) {
+	C.lfd = lfd;
+	snprintf(C.path, sizeof(C.path), "%s", path ? path : "");
+	snprintf(C.dir, sizeof(C.dir), "%s", C.path);
+	char *slash = strrchr(C.dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		C.dir[0] = 0;
+	if (pipe2(C.wake, O_CLOEXEC) || pthread_create(&C.thread, NULL, control_main, NULL)) {
 		close(C.lfd);
 		C.lfd = -1;
-		unlink(C.path);
-		C.path[0] = 0;
 		return -1;
 	}
 	C.running = 1;
@@ -358,28 +377,4 @@ void control_stop(void)
 	C.wake[0] = C.wake[1] = -1;
 	close(C.lfd);
 	C.lfd = -1;
-	if (C.path[0])
-		unlink(C.path);
-	C.path[0] = 0;
-}
-
-void control_unlink_socket(void)
-{
-	if (C.running && C.path[0])
-		unlink(C.path);
-}
-
-void control_after_fork_child(void)
-{
-	/* The thread did not survive the fork; the socket is the parent's. */
-	pthread_mutex_init(&C.cmd_lock, NULL);
-	if (C.running) {
-		close(C.wake[0]);
-		close(C.wake[1]);
-		C.wake[0] = C.wake[1] = -1;
-		close(C.lfd);
-		C.lfd = -1;
-		C.running = 0;
-	}
-	control_start();
 }

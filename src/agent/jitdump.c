@@ -9,13 +9,14 @@
  * Numba functions and their Python lines.
  *
  * The jitdump goes to $STRATA_JITDUMP_DIR, else ~/.debug/jit (perf's own
- * cache directory; /tmp without a HOME). The file is mapped PROT_EXEC once:
- * that mmap, recorded by `perf record`, is how `perf inject` finds it.
+ * cache directory; /tmp without a HOME). `perf inject` finds it by an
+ * executable mapping of it made by the profiled process itself: the
+ * profiled process creates it and maps it when it starts (jitdump-map.c),
+ * and the helper, which discovers the images, appends the records here.
  * Timestamps are CLOCK_MONOTONIC, which `perf record -k 1` also uses.
  *
- * Runs in the thread that registers an image (the listener), never in the
- * signal handler; a mutex orders writers. A fork child writes files of
- * its own pid from its first new image on.
+ * Runs in the helper thread that finds an image (the listener); a mutex
+ * orders writers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,97 +31,42 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agentd.h"
 #include "jit.h"
 #include "jitdump.h"
 #include "perfread.h"
+#include "remote.h"
 #include "../common/jitdump-enc.h"
 #include "../common/fdio.h"
 
-/* JIT discovery (jit.c) may not be part of this build. */
-#pragma weak jit_add_listener
 
 static struct {
 	pthread_mutex_t lock;
 	pid_t pid;           /* the process the files belong to */
 	int dump_fd, map_fd;
-	void *mapping;
 	uint64_t code_index;
 	int failed;
 	char dump_path[PATH_MAX];
 } J = { .lock = PTHREAD_MUTEX_INITIALIZER, .dump_fd = -1, .map_fd = -1 };
 
-static int mkdirs(char *path)
-{
-	for (char *s = path + 1; *s; s++)
-		if (*s == '/') {
-			*s = 0;
-			int r = mkdir(path, 0700);
-			*s = '/';
-			if (r && errno != EEXIST)
-				return -1;
-		}
-	return mkdir(path, 0700) && errno != EEXIST ? -1 : 0;
-}
-
-static void close_files(void)
-{
-	if (J.mapping)
-		munmap(J.mapping, (size_t)sysconf(_SC_PAGESIZE));
-	J.mapping = NULL;
-	if (J.dump_fd >= 0)
-		close(J.dump_fd);
-	if (J.map_fd >= 0)
-		close(J.map_fd);
-	J.dump_fd = J.map_fd = -1;
-}
-
-/* Opens this process's files on first use (and again in a fork child). */
+/* Opens the target's files on first use: the jitdump it created, and the
+ * perf map. */
 static int open_files(void)
 {
-	pid_t pid = getpid();
+	pid_t pid = agent.pid;
 	if (J.pid == pid)
 		return J.failed ? -1 : 0;
-	if (J.pid) {
-		/* A fork child: the descriptors are the parent's files. */
-		close_files();
-	}
 	J.pid = pid;
 	J.failed = 1;
 	J.code_index = 0;
-	char dir[PATH_MAX - 32]; /* room for "/jit-PID.dump" */
-	const char *d = getenv("STRATA_JITDUMP_DIR");
-	const char *home = getenv("HOME");
-	if (d && *d)
-		snprintf(dir, sizeof(dir), "%s", d);
-	else if (home && *home)
-		snprintf(dir, sizeof(dir), "%s/.debug/jit", home);
-	else
-		snprintf(dir, sizeof(dir), "/tmp");
-	if (mkdirs(dir)) {
-		agent_log("--perf-map: cannot create %s: %s", dir, strerror(errno));
+	if (jitdump_path(J.dump_path, sizeof(J.dump_path), pid)) {
+		agent_log("--perf-map: no directory for the jitdump of process %d", (int)pid);
 		return -1;
 	}
-	snprintf(J.dump_path, sizeof(J.dump_path), "%s/jit-%d.dump", dir, (int)pid);
-	J.dump_fd = open(J.dump_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	J.dump_fd = open(J.dump_path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	if (J.dump_fd < 0) {
-		agent_log("--perf-map: cannot create %s: %s", J.dump_path, strerror(errno));
+		agent_log("--perf-map: cannot open %s: %s", J.dump_path, strerror(errno));
 		return -1;
-	}
-	struct wbuf b;
-	wbuf_init(&b);
-	jd_header(&b, (uint32_t)pid, mono_ns());
-	int bad = b.oom || fd_write_all(J.dump_fd, b.data, b.len);
-	wbuf_free(&b);
-	if (bad) {
-		agent_log("--perf-map: cannot write %s", J.dump_path);
-		close_files();
-		return -1;
-	}
-	/* perf finds the dump by this executable mapping of it. */
-	J.mapping = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC, MAP_PRIVATE, J.dump_fd, 0);
-	if (J.mapping == MAP_FAILED) {
-		J.mapping = NULL;
-		agent_log("--perf-map: cannot map %s: %s; perf inject will not find it", J.dump_path, strerror(errno));
 	}
 	char map[64];
 	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)pid);
@@ -134,7 +80,7 @@ static int open_files(void)
 static int read_code(void *ctx, uint64_t addr, void *dst, size_t n)
 {
 	(void)ctx;
-	return agent_safe_read(dst, addr, n);
+	return remote_read(dst, addr, n);
 }
 
 static void map_line(void *ctx, const char *name, uint64_t addr, uint64_t size)
@@ -165,7 +111,8 @@ static void on_image(const struct jit_image *img, int registered)
 		struct wbuf b;
 		wbuf_init(&b);
 		struct jd_image_stats st;
-		uint32_t tid = (uint32_t)syscall(SYS_gettid);
+		/* The records name a thread of the target: its main one. */
+		uint32_t tid = (uint32_t)J.pid;
 		if (jd_image(&b, img->elf, img->size, (uint32_t)J.pid, tid, mono_ns(), &J.code_index, read_code, NULL,
 			     map_line, NULL, &st) == 0 && !b.oom && b.len) {
 			if (fd_write_all(J.dump_fd, b.data, b.len))
@@ -179,16 +126,8 @@ static void on_image(const struct jit_image *img, int registered)
 	pthread_mutex_unlock(&J.lock);
 }
 
-int jitdump_start(void)
+void jitdump_start(void)
 {
-	if (!jit_add_listener) {
-		agent_log("--perf-map: JIT discovery is not available in this build; "
-			  "no perf map or jitdump is written for JIT code");
-		return -1;
-	}
-	if (jit_add_listener(on_image)) {
+	if (jit_add_listener(on_image))
 		agent_log("--perf-map: too many JIT listeners");
-		return -1;
-	}
-	return 0;
 }

@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "perfread.h"
+#include "remote.h"
 #include "unwind.h"
 #include "../common/format.h"
 #include "../common/perfmap.h"
@@ -309,7 +310,7 @@ static void read_dump(void)
 
 void perfread_poll(struct wbuf *recs)
 {
-	pid_t pid = getpid();
+	pid_t pid = agent.pid; /* the helper reads its target's files */
 	if (pid != R.pid) {
 		/* A fork child: the parent's files are not ours to follow. */
 		src_close(&R.map);
@@ -344,7 +345,7 @@ void perfread_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 		if (start_known(start) || unwind_in_object(addrs[i] - 1))
 			continue;
 		uint8_t b[sizeof(TRAMPOLINE)];
-		if (agent_safe_read(b, start, sizeof(b)) || memcmp(b, TRAMPOLINE, sizeof(b)))
+		if (remote_read(b, start, sizeof(b)) || memcmp(b, TRAMPOLINE, sizeof(b)))
 			continue;
 		/* Its own name comes with the entry CPython writes; the CLI
 		 * folds the frame into its Python frame either way. */

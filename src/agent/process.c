@@ -29,22 +29,12 @@ static const char *keep_vars[] = { "LD_PRELOAD", "STRATA_OUTPUT", "STRATA_OPTION
 static char saved[4][4096];
 static int saved_ok;
 
-/* Once the output changed at run time (attach, detach), children follow
- * the current one: "STRATA_OUTPUT=path", or "STRATA_AGENT=1" (standby)
- * when there is none. Written into the buffer not in use, then published,
- * so an exec in another thread (or a vfork child) reads a whole string. */
-static char outvar[2][4200];
-static _Atomic(const char *) out_override;
-
-void process_env_set_output(const char *path)
+/* Once the output changed at run time (attach, detach: the helper sets it
+ * in the shared state), children follow the current one. */
+const char *process_env_output(void)
 {
-	static int which;
-	which ^= 1;
-	if (path && *path)
-		snprintf(outvar[which], sizeof(outvar[which]), "STRATA_OUTPUT=%s", path);
-	else
-		snprintf(outvar[which], sizeof(outvar[which]), "STRATA_AGENT=1");
-	atomic_store(&out_override, outvar[which]);
+	int w = atomic_load(&agent.outvar.which);
+	return w == 1 || w == 2 ? agent.outvar.buf[w - 1] : NULL;
 }
 
 __attribute__((constructor)) static void save_env(void)
@@ -94,7 +84,7 @@ static char *const *with_our_env(char *const *envp, char **out)
 	if (!saved_ok)
 		return envp;
 	size_t n = 0;
-	const char *ov = atomic_load(&out_override);
+	const char *ov = process_env_output();
 	if (ov) {
 		/* The output changed since start: whatever the environment
 		 * says about it is stale. */
@@ -124,12 +114,31 @@ static char *const *with_our_env(char *const *envp, char **out)
 	return out;
 }
 
-/* Looks up the next definition (libc's) once; our own definition has the
- * same type, which typeof borrows. */
+/* The next definitions (libc's), looked up when the library loads: exec
+ * and _exit are async-signal-safe and may be called from a program's
+ * signal handler, where dlsym must not run. Our own definition has the
+ * same type, which typeof borrows; a call before the constructor ran (from
+ * another library's constructor) looks up then. */
+static __typeof__(&execve) real_execve;
+static __typeof__(&execvpe) real_execvpe;
+static __typeof__(&fexecve) real_fexecve;
+static __typeof__(&posix_spawn) real_posix_spawn;
+static __typeof__(&posix_spawnp) real_posix_spawnp;
+static __typeof__(&_exit) real__exit;
+
 #define REAL(name, type_unused)                                        \
-	static __typeof__(&name) real_##name;                          \
 	if (!real_##name)                                              \
 		real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+
+__attribute__((constructor)) static void resolve_process(void)
+{
+	REAL(execve, 0);
+	REAL(execvpe, 0);
+	REAL(fexecve, 0);
+	REAL(posix_spawn, 0);
+	REAL(posix_spawnp, 0);
+	REAL(_exit, 0);
+}
 
 static void before_exec(void) { agent_shutdown(END_EXEC); }
 static void after_failed_exec(void)

@@ -1,12 +1,13 @@
 /*
- * ring.c — SPSC byte ring; see ring.h. Layout of a slot: a 4-byte length
+ * ring.c — SPSC byte ring; see ring.h. Its memory is in the shared region. Layout of a slot: a 4-byte length
  * word at an 8-byte aligned position, then the record. The reservation
  * remembers where it started so the commit writes the final length there.
  */
 #include "ring.h"
 
 #include <string.h>
-#include <sys/mman.h>
+
+#include "shm.h"
 
 #define ALIGN8(x) (((x) + 7u) & ~7u)
 
@@ -15,11 +16,11 @@ int ring_init(struct ring *r, uint32_t size)
 	memset(r, 0, sizeof(*r));
 	if (size < 4096 || (size & (size - 1)))
 		return -1;
-	/* mmap rather than malloc: rings are freed from the writer thread
-	 * after fork too, and page-aligned memory keeps producer and
-	 * consumer metadata off each other's cache lines. */
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	/* In the shared region: the producer is a thread of the profiled
+	 * process, the consumer the helper's writer. Blocks of this size are
+	 * page aligned, which keeps the data off the slot's cache lines. */
+	void *p = shm_alloc(size);
+	if (!p)
 		return -1;
 	r->buf = p;
 	r->size = size;
@@ -29,7 +30,7 @@ int ring_init(struct ring *r, uint32_t size)
 void ring_free(struct ring *r)
 {
 	if (r->buf)
-		munmap(r->buf, r->size);
+		shm_free(r->buf);
 	r->buf = NULL;
 }
 

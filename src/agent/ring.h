@@ -1,8 +1,8 @@
 /*
  * ring.h — a single-producer, single-consumer byte ring for sample records.
  *
- * The producer is one thread's signal handler (or the wall-mode sampler
- * thread); the consumer is the writer thread. Memory is allocated once,
+ * The producer is one thread's signal handler (or the helper's wall-mode
+ * sampler); the consumer is the helper's writer. Memory is allocated once,
  * outside any handler; the producer side is lock-free and allocation-free.
  * Records are 8-byte aligned, prefixed by their length; a record that would
  * straddle the end is preceded by a padding record so every record is

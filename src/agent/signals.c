@@ -12,15 +12,11 @@
  * guarded read therefore reaches the application (or the default action)
  * unchanged.
  *
- * SIGTERM and SIGHUP are watched too, but only while the application
- * leaves them at their default action (terminate): then the agent first
- * writes what it has, waiting a bounded time for the writer, and lets the
- * signal kill the process as it would have. A multiprocessing pool's
- * workers, stopped with SIGTERM, thus keep their last samples. As soon as
- * the application installs its own handler (or SIG_IGN) for them, that goes
- * straight into the kernel with the application's own flags: a Python
- * handler relies on its blocking system calls failing with EINTR, which a
- * handler of ours installed with SA_RESTART would prevent.
+ * Nothing else is watched: a process killed by a signal (SIGTERM, SIGHUP,
+ * SIGINT at their default action, SIGKILL) dies exactly as it would, and
+ * its helper, seeing it gone, writes what the rings hold and ends the
+ * stream (link.h). The program's own handlers go into the kernel with the
+ * program's own flags.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -36,13 +32,6 @@ static sighandler_t (*real_signal)(int, sighandler_t);
 /* What the application believes is installed, for the signals we manage. */
 static struct sigaction app_act[NSIG];
 static volatile sig_atomic_t managed[NSIG];
-/* Signals we only hold while the application's disposition is SIG_DFL. */
-static volatile sig_atomic_t only_default[NSIG];
-
-static int is_default(const struct sigaction *a)
-{
-	return !(a->sa_flags & SA_SIGINFO) && a->sa_handler == SIG_DFL;
-}
 
 void signals_resolve(void)
 {
@@ -115,19 +104,6 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
-static void on_term(int sig, siginfo_t *si, void *uc)
-{
-	struct sigaction a = app_act[sig];
-	if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL) {
-		int e = errno;
-		agent_flush_before_death(sig);
-		errno = e;
-		default_action(sig, si);
-		return;
-	}
-	chain(sig, si, uc);
-}
-
 static int install_ours(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
 {
 	struct sigaction ours;
@@ -147,18 +123,6 @@ static int install(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
 	managed[sig] = 1;
 	return 0;
 }
-
-/* SIGTERM/SIGHUP: watched only while the application leaves them at the
- * default action. */
-static void watch_if_default(int sig)
-{
-	if (real_sigaction(sig, NULL, &app_act[sig]) != 0)
-		return;
-	only_default[sig] = 1;
-	if (is_default(&app_act[sig]) && install_ours(sig, on_term, SA_RESTART) == 0)
-		managed[sig] = 1;
-}
-
 
 /* Takes `sig` back when a direct sigaction (not interposed: the agent was
  * loaded with dlopen) replaced our handler, keeping the replacement as the
@@ -209,42 +173,14 @@ int signals_install(void)
 	    install(SIGBUS, on_fault, SA_NODEFER | SA_ONSTACK) ||
 	    install(SIGPROF, on_prof, SA_RESTART))
 		return -1;
-	/* Not fatal if these fail: only the last samples of a killed process
-	 * are at stake. */
-	watch_if_default(SIGTERM);
-	watch_if_default(SIGHUP);
 	return 0;
 }
 
 /* ---- interposed API ---------------------------------------------------- */
 
-/* The application changes a signal we only watch at SIG_DFL: its own
- * handler or SIG_IGN goes into the kernel as it is; SIG_DFL brings ours back. */
-static int set_watched(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	struct sigaction prev = app_act[sig];
-	if (act) {
-		if (is_default(act)) {
-			if (install_ours(sig, on_term, SA_RESTART) != 0)
-				return -1;
-			managed[sig] = 1;
-		} else {
-			if (real_sigaction(sig, act, NULL) != 0)
-				return -1;
-			managed[sig] = 0;
-		}
-		app_act[sig] = *act;
-	}
-	if (old)
-		*old = prev;
-	return 0;
-}
-
 AGENT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	signals_resolve();
-	if (sig > 0 && sig < NSIG && only_default[sig])
-		return set_watched(sig, act, old);
 	if (sig > 0 && sig < NSIG && managed[sig]) {
 		if (old)
 			*old = app_act[sig];
@@ -262,16 +198,6 @@ AGENT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 AGENT_EXPORT sighandler_t signal(int sig, sighandler_t h)
 {
 	signals_resolve();
-	if (sig > 0 && sig < NSIG && only_default[sig]) {
-		struct sigaction a, old;
-		memset(&a, 0, sizeof(a));
-		a.sa_handler = h;
-		a.sa_flags = SA_RESTART; /* glibc's signal() has BSD semantics */
-		sigemptyset(&a.sa_mask);
-		if (set_watched(sig, &a, &old) != 0)
-			return SIG_ERR;
-		return old.sa_handler;
-	}
 	if (sig > 0 && sig < NSIG && managed[sig]) {
 		sighandler_t old = app_act[sig].sa_handler;
 		struct sigaction a;

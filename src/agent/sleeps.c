@@ -36,19 +36,49 @@
 
 #include "agent.h"
 
-/* Looks the next definition up once; dlsym is not called from a signal
- * handler (these are not async-signal-safe callers' business: an
- * application calling nanosleep from its own handler before the first
- * normal call would resolve here, and dlsym there is what every LD_PRELOAD
- * interposer does). */
-#define REAL(name)                                                                     \
-	static __typeof__(name) *real_##name;                                          \
+/* The next definitions, looked up when the library loads: several of
+ * these are async-signal-safe and a program may call them from its own
+ * signal handler, where dlsym must not run. A call before the constructor
+ * ran (from another library's constructor) looks up then. */
+static __typeof__(nanosleep) *real_nanosleep;
+static __typeof__(clock_nanosleep) *real_clock_nanosleep;
+static __typeof__(usleep) *real_usleep;
+static __typeof__(sleep) *real_sleep;
+static __typeof__(select) *real_select;
+static __typeof__(pselect) *real_pselect;
+static __typeof__(poll) *real_poll;
+static __typeof__(ppoll) *real_ppoll;
+static __typeof__(epoll_wait) *real_epoll_wait;
+static __typeof__(epoll_pwait) *real_epoll_pwait;
+static __typeof__(sigsuspend) *real_sigsuspend;
+static __typeof__(pause) *real_pause;
+
+#define LOOKUP(name)                                                                   \
 	if (!real_##name)                                                              \
-		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);             \
+		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+
+#define REAL(name)                                                                     \
+	LOOKUP(name);                                                                  \
 	if (!real_##name) {                                                            \
 		errno = ENOSYS;                                                        \
 		return -1;                                                             \
 	}
+
+__attribute__((constructor)) static void resolve_sleeps(void)
+{
+	LOOKUP(nanosleep);
+	LOOKUP(clock_nanosleep);
+	LOOKUP(usleep);
+	LOOKUP(sleep);
+	LOOKUP(select);
+	LOOKUP(pselect);
+	LOOKUP(poll);
+	LOOKUP(ppoll);
+	LOOKUP(epoll_wait);
+	LOOKUP(epoll_pwait);
+	LOOKUP(sigsuspend);
+	LOOKUP(pause);
+}
 
 /* Whether this thread is sampled: then it holds SIGPROF across the call. */
 static int hold(sigset_t *old)
@@ -98,9 +128,7 @@ AGENT_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 AGENT_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
 {
 	/* Returns the error number instead of setting errno. */
-	static __typeof__(clock_nanosleep) *real_clock_nanosleep;
-	if (!real_clock_nanosleep)
-		real_clock_nanosleep = (__typeof__(clock_nanosleep) *)dlsym(RTLD_NEXT, "clock_nanosleep");
+	LOOKUP(clock_nanosleep);
 	if (!real_clock_nanosleep)
 		return ENOSYS;
 	HELD(real_clock_nanosleep(clk, flags, req, rem));
@@ -114,9 +142,7 @@ AGENT_EXPORT int usleep(useconds_t usec)
 
 AGENT_EXPORT unsigned int sleep(unsigned int seconds)
 {
-	static __typeof__(sleep) *real_sleep;
-	if (!real_sleep)
-		real_sleep = (__typeof__(sleep) *)dlsym(RTLD_NEXT, "sleep");
+	LOOKUP(sleep);
 	if (!real_sleep)
 		return seconds;
 	HELD(real_sleep(seconds));

@@ -1,7 +1,7 @@
 /*
- * unwind.h — native stack unwinding for --native (see unwind.c): the
- * writer-side upkeep of unwind tables and module records, and the capture
- * the signal handler calls.
+ * unwind.h — native stack unwinding for --native: the capture the signal
+ * handler calls (unwind.c, in the profiled process), and the helper's
+ * upkeep of unwind tables and module records (unwind-build.c).
  */
 #ifndef STRATA_UNWIND_H
 #define STRATA_UNWIND_H
@@ -12,22 +12,25 @@
 
 struct tslot;
 
-/* Scans the loaded objects and builds their tables; called once before
- * sampling starts. Returns 0 or -1. */
+/* Profiled process, at start: what the handler looks up once. */
+void unwind_handler_init(void);
+
+/* Helper: scans the target's loaded objects and publishes the first
+ * snapshot. Returns 0 or -1. */
 int unwind_init(void);
 
-/* Writer pass: notices objects loaded or unloaded since the last call,
+/* Helper, writer pass: notices objects loaded or unloaded since the last call,
  * publishes new tables, appends REC_MODULE records for objects not yet
  * announced in this stream to `recs` (when not NULL), and frees tables no
  * handler can still be using. Returns 1 if the set changed, 0, or -1. */
 int unwind_poll(struct wbuf *recs);
 
-/* Writer, before a REC_STACK: the objects its native addresses point into
+/* Helper's writer, before a REC_STACK: the objects its native addresses point into
  * must be announced first (REC_MODULE in `recs`), also those loaded since
  * the last pass, which the handler found with _dl_find_object. */
 void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs);
 
-/* Writer: whether pc is in an object of the current snapshot (else it is
+/* Helper's writer: whether pc is in an object of the current snapshot (else it is
  * run-time generated code, or an object not scanned yet). */
 int unwind_in_object(uint64_t pc);
 

@@ -1,14 +1,16 @@
 /*
- * writer.c — the agent's writer thread.
+ * writer.c — the helper's writer thread.
  *
- * A plain pthread that never takes the GIL. Every few milliseconds it
- * drains each thread's ring, turns code-object addresses into REC_CODE
- * records (reading the objects with process_vm_readv, so a code object
- * freed in the meantime cannot crash us), interns stacks so a repeated
- * stack costs a few bytes, and appends a compressed chunk to the output
- * every flush interval. Appends use O_APPEND and one write() per chunk, so
- * several processes share one file safely, and a crash loses at most the
- * last interval.
+ * In strata-agentd, not in the profiled process. Every few milliseconds it
+ * drains each thread's ring (in the shared region), turns code-object
+ * addresses into REC_CODE records (reading the target's objects through
+ * its /proc/PID/mem, so a code object freed in the meantime cannot crash
+ * us), interns stacks so a repeated stack costs a few bytes, and appends a
+ * compressed chunk to the output every flush interval. Appends use
+ * O_APPEND and one write() per chunk, so several processes share one file
+ * safely. The stream is ended when the target exits, _exits or execs (it
+ * asks, link.h), and when it dies: the rings outlive it, so a killed
+ * process loses nothing it sampled.
  *
  * A stream stays silent until it has a sample or ends normally: the child of
  * a fork that immediately execs another program writes nothing.
@@ -30,7 +32,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agentd.h"
+#include "grave.h"
 #include "perfread.h"
+#include "remote.h"
 #include "unwind.h"
 #include "../common/format.h"
 #include "../common/snapshot.h"
@@ -231,16 +236,12 @@ static void ctab_free(struct ctab *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Code objects that died, recorded by the deallocation hook in whatever
- * thread freed them; the writer takes the list at the start of a pass. */
+/* Code objects that died (grave.h), taken at the start of a pass. */
 struct death {
 	struct death *next;
 	uint64_t addr, t;
 	struct strata_codeinfo info;
 };
-
-static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct death *graveyard;
 
 static void codeinfo_free(struct strata_codeinfo *ci)
 {
@@ -261,31 +262,21 @@ static void deaths_free(struct death *d)
 	}
 }
 
-static int writer_has_output(void);
-
-static int writer_idle(void);
-
-int writer_code_wanted(uint64_t addr)
+static struct death *deaths_take(void)
 {
-	/* Idle (sampling off, rings drained): no sample can name a code
-	 * object that dies now, and nothing would take the list. */
-	return agent.active && writer_has_output() && !writer_idle() && code_seen && code_seen[code_seen_slot(addr)];
-}
-
-void writer_code_died(uint64_t addr, struct strata_codeinfo *info)
-{
-	struct death *d = malloc(sizeof(*d));
-	if (!d) {
-		codeinfo_free(info);
-		return;
+	struct death *list = NULL;
+	for (;;) {
+		struct death *d = malloc(sizeof(*d));
+		if (!d)
+			break;
+		if (!grave_take(agent.grave, &d->addr, &d->t, &d->info)) {
+			free(d);
+			break;
+		}
+		d->next = list;
+		list = d;
 	}
-	d->addr = addr;
-	d->t = mono_ns();
-	d->info = *info;
-	pthread_mutex_lock(&grave_lock);
-	d->next = graveyard;
-	graveyard = d;
-	pthread_mutex_unlock(&grave_lock);
+	return list;
 }
 
 /* ---- writer state ------------------------------------------------------- */
@@ -317,20 +308,20 @@ static struct {
 	struct rec_pyframe *pyf;  /* scratch for REC_STACK frames */
 	uint32_t pyf_cap;
 	int fdw[2];               /* self-pipe to wake the writer early */
-	_Atomic int urgent;       /* 1: a fatal signal asked us to finish; 2: finished */
-	_Atomic int has_output;   /* there is an output (else standby: records are dropped) */
+	pthread_t thread;
+	int running;
 	int attached;             /* output handed over by `attach`: its stream is written
 	                           * even without samples, so every attach leaves a file */
 	int own_session;          /* we wrote the output's session: we end it too */
 	uint64_t session_stream;
 	uint64_t last_scan;       /* by-tid mode: last threads_scan() */
-	_Atomic int idle;         /* sampling off and the rings drained since */
 } W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1 } };
 
-static int writer_has_output(void) { return atomic_load_explicit(&W.has_output, memory_order_relaxed); }
-static int writer_idle(void) { return atomic_load_explicit(&W.idle, memory_order_relaxed); }
+/* There is an output (else standby: records are dropped). In the shared
+ * state: the target's deallocation hook asks too. */
+static int writer_has_output(void) { return atomic_load_explicit(&agent.has_output, memory_order_relaxed); }
 
-void writer_set_busy(void) { atomic_store(&W.idle, 0); }
+void writer_set_busy(void) { atomic_store(&agent.writer_idle, 0); }
 
 void writer_poke(void)
 {
@@ -418,11 +409,13 @@ static void flush_chunk(uint16_t flags)
 
 /* ---- records -------------------------------------------------------------- */
 
-/* argv from /proc/self/cmdline (NUL-separated) into cmd; returns argc. */
+/* argv from /proc/PID/cmdline (NUL-separated) into cmd; returns argc. */
 static uint32_t read_cmdline(char *cmd, size_t cmdlen, char **argv, uint32_t max)
 {
 	uint32_t argc = 0;
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)agent.pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t len = 0;
 	if (fd >= 0) {
 		len = read(fd, cmd, cmdlen - 1);
@@ -436,17 +429,38 @@ static uint32_t read_cmdline(char *cmd, size_t cmdlen, char **argv, uint32_t max
 	return argc;
 }
 
+/* The target's parent: field 4 of /proc/PID/stat. */
+static pid_t target_ppid(void)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)agent.pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	int ppid = 0;
+	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
 static void put_process(uint32_t flags)
 {
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char exe[4096], link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)agent.pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
 	char *argv[256];
 	char cmd[16384];
 	uint32_t argc = read_cmdline(cmd, sizeof(cmd), argv, 256);
 	struct rec_process p = {
 		.pid = (uint32_t)agent.pid,
-		.ppid = (uint32_t)getppid(),
+		.ppid = (uint32_t)target_ppid(),
 		.start_mono_ns = agent.start_ns,
 		.python_version = agent.python_version,
 		.executable = exe,
@@ -503,7 +517,7 @@ static void put_code(uint32_t id, uint64_t addr, const struct strata_codeinfo *c
 	struct rec_code rc = {
 		.index = id,
 		.addr = addr,
-		.linetable_fmt = (uint32_t)agent.py->linetable_fmt,
+		.linetable_fmt = (uint32_t)agentd_reader->linetable_fmt,
 		.firstlineno = ci->firstlineno,
 		.flags = ci->flags,
 		.filename = ci->filename,
@@ -535,7 +549,7 @@ static uint32_t code_index(const struct strata_pyframe *f, uint64_t t)
 			dies_at = d->t;
 			goto added;
 		}
-	if (agent.py->read_code(f->code, &ci) == 0 && (uint16_t)ci.firstlineno == f->first) {
+	if (agentd_reader->read_code(f->code, &ci) == 0 && (uint16_t)ci.firstlineno == f->first) {
 		put_code(id, f->code, &ci);
 		codeinfo_free(&ci);
 	} else {
@@ -680,17 +694,14 @@ static void drain_all(void)
 	perfread_poll(&W.recs);
 	/* JIT images, likewise, before the samples in their code. */
 	jit_poll(writer_has_output() ? &W.recs : NULL);
-	pthread_mutex_lock(&grave_lock);
-	W.dying = graveyard;
-	graveyard = NULL;
-	pthread_mutex_unlock(&grave_lock);
+	W.dying = deaths_take();
 	for (struct death *d = W.dying; d; d = d->next) {
 		struct centry *e = ctab_find(&W.codes, d->addr, (uint16_t)d->info.firstlineno);
 		if (e && !e->dies_at)
 			e->dies_at = d->t;
 	}
 	int keep = writer_has_output();
-	pthread_mutex_lock(&agent.reg_lock);
+	reg_lock();
 	for (struct tslot *s = agent.slots; s && keep; s = s->next)
 		announce(s);
 	if (agent.sampler_slot)
@@ -713,12 +724,13 @@ static void drain_all(void)
 			atomic_fetch_add(&agent.retired_samples, te.samples);
 			atomic_fetch_add(&agent.retired_dropped, te.dropped);
 			*pp = s->next;
+			helper_slot_release(s);
 			slot_free(s);
 			continue;
 		}
 		pp = &s->next;
 	}
-	pthread_mutex_unlock(&agent.reg_lock);
+	reg_unlock();
 	/* Every sample taken before these deaths was in a ring and is now
 	 * written: forget the dead. */
 	ctab_drop_dead(&W.codes);
@@ -857,22 +869,16 @@ static void *writer_main(void *arg)
 		}
 		pthread_mutex_lock(&W.lock);
 		drain_all();
-		if (atomic_load(&W.urgent) == 1) {
-			finish_stream(END_SIGNAL);
-			atomic_store(&W.urgent, 2);
-			pthread_mutex_unlock(&W.lock);
-			break;
-		}
 		int on = atomic_load(&agent.sampling);
 		uint64_t now = mono_ns();
 		if (W.any_samples &&
 		    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
 		     now - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u || (!on && W.recs.len)))
 			flush_chunk(0);
-		idle = !on && !atomic_load(&W.urgent);
+		idle = !on;
 		/* Sampling may have come back on since `on` was read: then
 		 * the poke that said so wakes us again at once. */
-		atomic_store(&W.idle, idle && !atomic_load(&agent.sampling));
+		atomic_store(&agent.writer_idle, idle && !atomic_load(&agent.sampling));
 		pthread_mutex_unlock(&W.lock);
 		/* Threads that predate a dlopen'ed agent, or were started
 		 * without the pthread_create wrapper, are found by a scan. */
@@ -907,9 +913,9 @@ static int start_thread(void)
 	if (W.fdw[0] < 0 && pipe2(W.fdw, O_CLOEXEC | O_NONBLOCK))
 		return -1;
 	atomic_store(&W.stop, 0);
-	if (real_thread_create(&agent.writer, writer_main, NULL))
+	if (pthread_create(&W.thread, NULL, writer_main, NULL))
 		return -1;
-	agent.writer_running = 1;
+	W.running = 1;
 	return 0;
 }
 
@@ -918,30 +924,25 @@ int writer_start(void)
 	if (W.fd < 0 && open_output())
 		return -1;
 	state_reset();
-	atomic_store(&W.has_output, 1);
+	atomic_store(&agent.has_output, 1);
 	put_process(agent.stream_flags);
 	return start_thread();
-}
-
-int writer_resume(void)
-{
-	return writer_has_output() ? writer_start() : writer_start_standby();
 }
 
 int writer_start_standby(void)
 {
 	state_reset();
-	atomic_store(&W.has_output, 0);
+	atomic_store(&agent.has_output, 0);
 	return start_thread();
 }
 
-void writer_stop_and_flush(int reason)
+void writer_finish(int reason)
 {
-	if (agent.writer_running) {
+	if (W.running) {
 		atomic_store(&W.stop, 1);
 		writer_poke();
-		pthread_join(agent.writer, NULL);
-		agent.writer_running = 0;
+		pthread_join(W.thread, NULL);
+		W.running = 0;
 	}
 	pthread_mutex_lock(&W.lock);
 	drain_all();
@@ -949,70 +950,21 @@ void writer_stop_and_flush(int reason)
 	pthread_mutex_unlock(&W.lock);
 }
 
-void writer_finish_urgent(int timeout_ms)
-{
-	if (!agent.writer_running)
-		return;
-	atomic_store(&W.urgent, 1);
-	writer_poke();
-	struct timespec ts = { 0, 5 * 1000000L };
-	for (int waited = 0; waited < timeout_ms && atomic_load(&W.urgent) != 2; waited += 5)
-		nanosleep(&ts, NULL);
-}
-
-/* Fork support: the forking thread holds both locks across fork() so the
- * child never inherits them mid-operation. */
-void writer_lock_for_fork(void)
-{
-	pthread_mutex_lock(&W.lock);
-	pthread_mutex_lock(&grave_lock);
-}
-
-void writer_unlock_after_fork(void)
-{
-	pthread_mutex_unlock(&grave_lock);
-	pthread_mutex_unlock(&W.lock);
-}
-
-void writer_after_fork_child(void)
-{
-	pthread_mutex_init(&W.lock, NULL);
-	pthread_mutex_init(&grave_lock, NULL);
-	deaths_free(graveyard); /* the parent's code objects: the parent reports them */
-	graveyard = NULL;
-	agent.writer_running = 0;
-	/* The parent's pending records are the parent's to write. */
-	state_reset();
-	if (W.fdw[0] >= 0) {
-		close(W.fdw[0]);
-		close(W.fdw[1]);
-		W.fdw[0] = W.fdw[1] = -1;
-	}
-	/* The parent owns the attach and its session; this stream is the
-	 * child's own, silent until it samples. */
-	W.attached = 0;
-	W.own_session = 0;
-	if (writer_has_output())
-		put_process(agent.stream_flags & ~(uint32_t)PROC_CONTINUED);
-	start_thread();
-}
-
-/* A Python we have no module for: leave one record so the CLI can say
- * which process was skipped and why. */
-void writer_note_unsupported(void)
-{
-	if (agent.standby || open_output())
-		return;
-	state_reset();
-	put_process(PROC_UNSUPPORTED);
-	struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_EXIT };
-	rec_put_process_end(&W.recs, &e);
-	flush_chunk(CHUNK_LAST);
-	close(W.fd);
-	W.fd = -1;
-}
-
 /* ---- output control (control.c) ----------------------------------------- */
+
+/* What the target's children inherit once the output changed: written
+ * into the buffer not in use, then published, so an exec in the target
+ * (or a vfork child) reads a whole string (process.c). */
+static void env_set_output(const char *path)
+{
+	int which = atomic_load(&agent.outvar.which) == 1 ? 2 : 1;
+	char *b = agent.outvar.buf[which - 1];
+	if (path && *path)
+		snprintf(b, sizeof(agent.outvar.buf[0]), "STRATA_OUTPUT=%s", path);
+	else
+		snprintf(b, sizeof(agent.outvar.buf[0]), "STRATA_AGENT=1");
+	atomic_store(&agent.outvar.which, which);
+}
 
 int writer_output(char *buf, size_t n)
 {
@@ -1087,17 +1039,17 @@ int writer_attach(int fd, const char *path, int create_session, char *err, size_
 	agent.stream_flags &= ~(uint32_t)PROC_CONTINUED;
 	agent.start_ns = mono_ns();
 	state_reset();
-	pthread_mutex_lock(&agent.reg_lock);
+	reg_lock();
 	for (struct tslot *s = agent.slots; s; s = s->next) {
 		s->announced = 0;
 		s->reported_dropped = atomic_load(&s->dropped);
 	}
-	pthread_mutex_unlock(&agent.reg_lock);
-	atomic_store(&W.has_output, 1);
+	reg_unlock();
+	atomic_store(&agent.has_output, 1);
 	W.attached = 1;
 	put_process(agent.stream_flags);
 	pthread_mutex_unlock(&W.lock);
-	process_env_set_output(agent.cfg.output);
+	env_set_output(agent.cfg.output);
 	return 0;
 }
 
@@ -1111,7 +1063,7 @@ int writer_detach(char *err, size_t errlen)
 	}
 	drain_all();
 	finish_stream(END_DETACH);
-	atomic_store(&W.has_output, 0);
+	atomic_store(&agent.has_output, 0);
 	W.attached = 0;
 	if (W.fd >= 0)
 		close(W.fd);
@@ -1120,7 +1072,7 @@ int writer_detach(char *err, size_t errlen)
 	agent.cfg.output[0] = 0;
 	state_reset();
 	pthread_mutex_unlock(&W.lock);
-	process_env_set_output(NULL);
+	env_set_output(NULL);
 	return 0;
 }
 

@@ -1,0 +1,437 @@
+/*
+ * agentd.c — strata-agentd: the helper process of one profiled process.
+ *
+ * Started by the profiled process (link.c) with, at fixed descriptor
+ * numbers, the shared region, its end of the socket pair, the target's
+ * /proc/PID/mem and the control socket; arguments: the target's pid, and
+ * the region's address and size. It maps the region where the target has
+ * it, loads the reader of the target's interpreter version, and runs the
+ * writer, the control channel and (wall mode) the sampler in threads of
+ * its own, while its main thread watches the target:
+ *
+ *   - a message on the link: a poke (wake the writer), a thread's event
+ *     descriptors, or FINISH: drain, end the stream, answer, leave;
+ *   - the link closed with the target alive: it exec'd (the link is
+ *     close-on-exec) without the exec wrapper knowing: end the stream;
+ *   - the target's pidfd readable: it died (a signal, a crash, SIGKILL):
+ *     the rings are still here, so everything it sampled is written, and
+ *     the stream is ended.
+ *
+ * SIGTERM ends the stream (detached) and the helper; the target runs on
+ * unprofiled. Terminal signals do not reach the helper (it has a session
+ * of its own).
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agentd.h"
+#include "link.h"
+#include "remote.h"
+#include "shm.h"
+#include "unwind.h"
+#include "../common/ctlproto.h"
+#include "../common/format.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+static struct agent_state none;
+struct agent_state *agentp = &none;
+const struct strata_pyreader *agentd_reader;
+
+static struct {
+	int pidfd;
+	int term[2];
+	int debug;
+	char ctl_path[256];
+	struct stat ctl_st;
+	int ctl_ok;
+} D = { .pidfd = -1, .term = { -1, -1 } };
+
+int agentd_target_pidfd(void) { return D.pidfd; }
+
+/* Messages go to the target's standard error as it is now (the helper
+ * holds none of the program's descriptors). */
+void agent_log(const char *fmt, ...)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "strata: ");
+	va_list ap;
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/2", (int)agent.pid);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && D.debug)
+		fd = dup(2);
+	if (fd >= 0) {
+		ssize_t w = write(fd, buf, (size_t)n);
+		(void)w;
+		close(fd);
+	}
+}
+
+static void dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void dbg(const char *fmt, ...)
+{
+	if (!D.debug)
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	agent_log("agentd %d: %s", (int)getpid(), buf);
+}
+
+static void on_term(int sig)
+{
+	(void)sig;
+	char c = 1;
+	ssize_t w = write(D.term[1], &c, 1);
+	(void)w;
+}
+
+/* The reader of this interpreter's memory: the exact version's, else
+ * another build of the same X.Y (as the target's own module). */
+static const struct strata_pyreader *load_reader(void)
+{
+	char path[4400];
+	const char *v = agent.python_version;
+	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir, v);
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		char minor[64];
+		const char *d1 = strchr(v, '.');
+		const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+		int ml = (int)(d2 ? (size_t)(d2 - v) : strlen(v));
+		if (ml > 16)
+			ml = 16;
+		snprintf(minor, sizeof(minor), "strata-pyreader-%.*s.", ml, v);
+		DIR *dp = opendir(agent.agent_dir);
+		struct dirent *e;
+		while (dp && !h && (e = readdir(dp)))
+			if (!strncmp(e->d_name, minor, strlen(minor))) {
+				snprintf(path, sizeof(path), "%s/%s", agent.agent_dir, e->d_name);
+				h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+			}
+		if (dp)
+			closedir(dp);
+	}
+	if (!h) {
+		agent_log("no reader for Python %s in %s: process %d is not profiled", v, agent.agent_dir, (int)agent.pid);
+		return NULL;
+	}
+	strata_pyreader_init_fn init = (strata_pyreader_init_fn)dlsym(h, STRATA_PYREADER_INIT_SYM);
+	struct strata_remote r = { .read = remote_read_cb, .ctx = NULL, .syms = agent.pysyms };
+	const struct strata_pyreader *rd = init ? init(&r) : NULL;
+	if (!rd || rd->api_version != STRATA_PYAPI_VERSION) {
+		agent_log("the reader %s does not match this agent: process %d is not profiled", path, (int)agent.pid);
+		return NULL;
+	}
+	return rd;
+}
+
+/* Our copies of a thread's events arrived (link.h): keep the leader, which
+ * turns the whole group on and off. */
+void agentd_take_fds(struct tslot *s, const int *fds, int n)
+{
+	reg_lock();
+	int keep = !atomic_load(&s->exited) && s->helper_fd < 0;
+	if (keep)
+		s->helper_fd = fds[0];
+	atomic_store(&s->fds_sent, 2);
+	reg_unlock();
+	for (int i = keep ? 1 : 0; i < n; i++)
+		close(fds[i]);
+}
+
+void helper_slot_release(struct tslot *s)
+{
+	if (s->helper_fd >= 0 && (!s->external || s->trigger_fd != s->helper_fd))
+		close(s->helper_fd);
+	s->helper_fd = -1;
+	for (int i = 0; i < EVENTS_MAX; i++)
+		if (s->helper_counter_fd[i] >= 0) {
+			close(s->helper_counter_fd[i]);
+			s->helper_counter_fd[i] = -1;
+		}
+	if (s->stat_fd >= 0)
+		close(s->stat_fd);
+	s->stat_fd = -1;
+	free(s->wall_cache);
+	s->wall_cache = NULL;
+}
+
+/* Why the target ended, when it is gone without saying: its wait status
+ * while it is a zombie (field 52 of /proc/PID/stat), if still readable. */
+static int death_reason(void)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)agent.pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return END_SIGNAL;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return END_SIGNAL;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return END_SIGNAL;
+	int field = 2;
+	for (; *p && field < 52; p++)
+		if (*p == ' ')
+			field++;
+	int st = atoi(p);
+	return WIFEXITED(st) ? END__EXIT : END_SIGNAL;
+}
+
+/* Removes the control socket if it still is ours: after an exec the new
+ * program's agent may already have bound its own at the same path. */
+static void unlink_ctl(void)
+{
+	struct stat st;
+	if (D.ctl_ok && stat(D.ctl_path, &st) == 0 && st.st_ino == D.ctl_st.st_ino && st.st_dev == D.ctl_st.st_dev)
+		unlink(D.ctl_path);
+}
+
+static void finish(int reason)
+{
+	dbg("finishing, reason %d", reason);
+	control_stop();
+	wall_stop();
+	atomic_store(&agent.stopping, 1);
+	writer_finish(reason);
+	if (reason != END_EXEC)
+		unlink_ctl();
+}
+
+/* One message from the target; returns 1 when the helper should leave. */
+static int handle_link(int fd)
+{
+	struct link_msg m;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * EVENTS_MAX)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	ssize_t r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (r < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	if (r == 0)
+		return -1; /* closed */
+	int fds[EVENTS_MAX], nfds = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			for (int i = 0; i < k; i++) {
+				int f;
+				memcpy(&f, CMSG_DATA(c) + (size_t)i * sizeof(int), sizeof(int));
+				if (nfds < EVENTS_MAX)
+					fds[nfds++] = f;
+				else
+					close(f);
+			}
+		}
+	if (r != (ssize_t)sizeof(m)) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return 0;
+	}
+	switch (m.type) {
+	case LINK_POKE:
+		writer_poke();
+		break;
+	case LINK_FDS: {
+		struct tslot *s = (struct tslot *)(uintptr_t)m.a;
+		if (nfds && shm_contains(s, sizeof(*s)))
+			agentd_take_fds(s, fds, nfds);
+		else
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+		/* Sampling may have been turned on or off meanwhile. */
+		if (nfds && shm_contains(s, sizeof(*s)) && s->helper_fd >= 0 && !atomic_load(&agent.sampling))
+			trigger_fd_enable(s->helper_fd, 0, 0);
+		break;
+	}
+	case LINK_FINISH: {
+		finish((int)m.arg);
+		struct link_msg ack = { .type = LINK_ACK };
+		ssize_t w = send(fd, &ack, sizeof(ack), MSG_NOSIGNAL);
+		(void)w;
+		return 1;
+	}
+	default:
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		break;
+	}
+	return 0;
+}
+
+static int target_alive(void)
+{
+	if (D.pidfd >= 0) {
+		struct pollfd pf = { D.pidfd, POLLIN, 0 };
+		return poll(&pf, 1, 0) == 0;
+	}
+	return kill(agent.pid, 0) == 0 || errno == EPERM;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "%s: the helper of libstrata-agent.so; it is started by the agent, not by hand\n",
+			AGENTD_NAME);
+		return 2;
+	}
+	pid_t pid = (pid_t)strtol(argv[1], NULL, 10);
+	uint64_t addr = strtoull(argv[2], NULL, 0), max = strtoull(argv[3], NULL, 10);
+	D.debug = getenv("STRATA_DEBUG_AGENTD") != NULL;
+
+	/* Signals: the spawner blocked them all. */
+	struct sigaction ign;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2, SIGPROF, SIGALRM };
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigaction(ignored[i], &ign, NULL);
+	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK))
+		return 1;
+	struct sigaction st;
+	memset(&st, 0, sizeof(st));
+	st.sa_handler = on_term;
+	sigaction(SIGTERM, &st, NULL);
+	sigset_t none_set;
+	sigemptyset(&none_set);
+	sigprocmask(SIG_SETMASK, &none_set, NULL);
+
+	if (shm_attach(AGENTD_FD_SHM, addr, max)) {
+		fprintf(stderr, "%s: cannot map the shared region at 0x%llx: %s\n", AGENTD_NAME,
+			(unsigned long long)addr, strerror(errno));
+		return 1;
+	}
+	fcntl(AGENTD_FD_SHM, F_SETFD, FD_CLOEXEC);
+	fcntl(AGENTD_FD_LINK, F_SETFD, FD_CLOEXEC);
+	fcntl(AGENTD_FD_MEM, F_SETFD, FD_CLOEXEC);
+	fcntl(AGENTD_FD_CTL, F_SETFD, FD_CLOEXEC);
+	struct agent_state *s = shm_root();
+	if (!s || s->pid != pid)
+		return 1;
+	agentp = s;
+	remote_init(pid, AGENTD_FD_MEM);
+	D.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	dbg("started for process %d", (int)pid);
+
+	agentd_reader = load_reader();
+	if (!agentd_reader) {
+		atomic_store(&agent.sampling, 0);
+		return 1;
+	}
+	if (agent.cfg.native && unwind_init()) {
+		agent_log("cannot read the loaded objects of process %d; native stacks are off", (int)pid);
+		agent.cfg.native = 0;
+	}
+	if (agent.cfg.perf_map)
+		jitdump_start();
+	if (agent.cfg.mode == MODE_WALL) {
+		agent.sampler_slot = shm_alloc(sizeof(struct tslot));
+		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
+			agent_log("out of shared memory: process %d is not profiled", (int)pid);
+			return 1;
+		}
+		agent.sampler_slot->trigger_fd = -1;
+		agent.sampler_slot->stat_fd = -1;
+		agent.sampler_slot->helper_fd = -1;
+	}
+	if (agent.standby ? writer_start_standby() : writer_start()) {
+		if (agent.standby)
+			agent_log("cannot start the writer: %s; process %d is not profiled", strerror(errno), (int)pid);
+		else
+			agent_log("cannot open the profile %s: %s; process %d is not profiled", agent.cfg.output,
+				  strerror(errno), (int)pid);
+		atomic_store(&agent.sampling, 0);
+		return 1;
+	}
+	if (agent.cfg.mode == MODE_WALL)
+		wall_start();
+	/* The control socket the target bound (it is at a path the target
+	 * chose by the same rules). */
+	struct stat cst;
+	if (fstat(AGENTD_FD_CTL, &cst) == 0 && S_ISSOCK(cst.st_mode)) {
+		char dir[256];
+		if (!ctl_sock_dir(dir, sizeof(dir), getenv("XDG_RUNTIME_DIR"), geteuid()) &&
+		    !ctl_sock_path(D.ctl_path, sizeof(D.ctl_path), dir, pid) && stat(D.ctl_path, &D.ctl_st) == 0)
+			D.ctl_ok = 1;
+		control_start(AGENTD_FD_CTL, D.ctl_ok ? D.ctl_path : "");
+	}
+
+	for (;;) {
+		struct pollfd pf[3] = {
+			{ AGENTD_FD_LINK, POLLIN, 0 },
+			{ D.pidfd, POLLIN, 0 },
+			{ D.term[0], POLLIN, 0 },
+		};
+		int r = poll(pf, 3, D.pidfd >= 0 ? -1 : 200);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			int h = handle_link(AGENTD_FD_LINK);
+			if (h > 0)
+				break;
+			if (h < 0) {
+				/* The link is closed: the target died, or exec'd a
+				 * program without our wrapper knowing. */
+				finish(target_alive() ? END_EXEC : death_reason());
+				break;
+			}
+			continue;
+		}
+		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive())) {
+			/* Messages sent before it died come first (it may
+			 * have asked to finish just before). */
+			int finished = 0;
+			for (;;) {
+				struct pollfd q = { AGENTD_FD_LINK, POLLIN, 0 };
+				if (poll(&q, 1, 0) <= 0)
+					break;
+				int h = handle_link(AGENTD_FD_LINK);
+				if (h) {
+					finished = h > 0;
+					break;
+				}
+			}
+			if (!finished)
+				finish(death_reason());
+			break;
+		}
+		if (pf[2].revents & POLLIN) {
+			finish(END_DETACH);
+			break;
+		}
+	}
+	dbg("done");
+	return 0;
+}

@@ -1,0 +1,119 @@
+/*
+ * slots.c — the registry of sampled threads, in the shared region.
+ *
+ * A slot (struct tslot) and its ring are allocated in the shared region by
+ * whoever registers the thread: the thread itself in the profiled process,
+ * or the helper's scan for threads that predate a dlopen'ed agent. The
+ * list is changed under agent.reg_lock, a process-shared robust mutex that
+ * neither side ever takes in a signal handler. Threads the pthread_create
+ * wrapper never saw are also in a tid table: open addressing on the tid,
+ * where the handler compares the tid stored in the entry, never a slot's
+ * memory, so it cannot touch a freed slot; a removed entry keeps tid
+ * TID_GONE so probe chains stay intact.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "shm.h"
+
+#define TID_GONE (-1)
+
+void reg_lock(void)
+{
+	if (pthread_mutex_lock(&agent.reg_lock) == EOWNERDEAD)
+		/* The other process died holding it: list edits are single
+		 * pointer stores, the list is consistent. */
+		pthread_mutex_consistent(&agent.reg_lock);
+}
+
+void reg_unlock(void) { pthread_mutex_unlock(&agent.reg_lock); }
+
+struct tslot *slot_new(pid_t tid, const char *name)
+{
+	struct tslot *s = shm_alloc(sizeof(*s));
+	if (!s)
+		return NULL;
+	if (ring_init(&s->ring, agent.cfg.ring_size)) {
+		shm_free(s);
+		return NULL;
+	}
+	s->tid = tid;
+	s->start_ns = mono_ns();
+	s->trigger_fd = -1;
+	s->sig_fd = -1;
+	s->helper_fd = -1;
+	for (int i = 0; i < EVENTS_MAX; i++)
+		s->counter_fd[i] = s->helper_counter_fd[i] = -1;
+	s->stat_fd = -1;
+	if (name && *name)
+		snprintf(s->name, sizeof(s->name), "%s", name);
+	return s;
+}
+
+static uint32_t tid_hash(pid_t tid) { return ((uint32_t)tid * 2654435761u) & (TIDTAB_SIZE - 1); }
+
+struct tslot *slot_by_tid(pid_t tid)
+{
+	uint32_t h = tid_hash(tid);
+	for (uint32_t i = 0; i < TIDTAB_SIZE; i++) {
+		uint32_t j = (h + i) & (TIDTAB_SIZE - 1);
+		pid_t t = atomic_load_explicit(&agent.tidtab[j].tid, memory_order_acquire);
+		if (t == 0)
+			return NULL;
+		if (t == tid) {
+			struct tslot *s = atomic_load_explicit(&agent.tidtab[j].slot, memory_order_acquire);
+			if (s)
+				return s;
+		}
+	}
+	return NULL;
+}
+
+static int tidtab_add(struct tslot *s)
+{
+	uint32_t h = tid_hash(s->tid);
+	for (uint32_t i = 0; i < TIDTAB_SIZE; i++) {
+		uint32_t j = (h + i) & (TIDTAB_SIZE - 1);
+		pid_t t = atomic_load(&agent.tidtab[j].tid);
+		if (t == 0 || t == TID_GONE) {
+			atomic_store_explicit(&agent.tidtab[j].slot, s, memory_order_release);
+			atomic_store_explicit(&agent.tidtab[j].tid, s->tid, memory_order_release);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+void tidtab_del(struct tslot *s)
+{
+	uint32_t h = tid_hash(s->tid);
+	for (uint32_t i = 0; i < TIDTAB_SIZE; i++) {
+		uint32_t j = (h + i) & (TIDTAB_SIZE - 1);
+		pid_t t = atomic_load(&agent.tidtab[j].tid);
+		if (t == 0)
+			return;
+		if (t == s->tid && atomic_load(&agent.tidtab[j].slot) == s) {
+			atomic_store_explicit(&agent.tidtab[j].slot, NULL, memory_order_release);
+			atomic_store_explicit(&agent.tidtab[j].tid, TID_GONE, memory_order_release);
+			return;
+		}
+	}
+}
+
+void slot_link(struct tslot *s)
+{
+	reg_lock();
+	s->next = agent.slots;
+	agent.slots = s;
+	if (agent.by_tid)
+		tidtab_add(s);
+	reg_unlock();
+}
+
+void slot_free(struct tslot *s)
+{
+	ring_free(&s->ring);
+	shm_free(s);
+}

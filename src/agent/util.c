@@ -1,0 +1,35 @@
+/*
+ * util.c — small things both halves of the agent use: clocks, stream ids,
+ * the sampling rate as the profile states it.
+ */
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "../common/format.h"
+
+uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t agent_new_stream_id(void)
+{
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+		id = mono_ns() ^ ((uint64_t)getpid() << 32);
+	return id ? id : 1;
+}
+
+unsigned agent_rate_hz(void)
+{
+	if (agent.trigger != TRIGGER_PERF_EVENT)
+		return agent.cfg.rate_hz;
+	/* Only a clock event has a rate; others sample every N occurrences. */
+	const struct event_list *ev = &agent.cfg.events;
+	uint64_t p = ev->n && (ev->ev[0].flags & EVS_CLOCK) ? agent.cfg.event_period : 0;
+	return p ? (unsigned)(1000000000ull / p) : 0;
+}
