@@ -29,6 +29,19 @@ WORKLOAD = ROOT / "bench" / "workloads" / "calls.py"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def helper_of(pid):
+    """The strata-agentd process serving pid, or None."""
+    want = b"strata-agentd\0%d\0" % pid
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if open("/proc/%s/cmdline" % d, "rb").read().startswith(want):
+                    return int(d)
+            except OSError:
+                pass
+    return None
+
+
 def thread_stats(pid):
     out = {}
     for tid in os.listdir("/proc/%d/task" % pid):
@@ -51,6 +64,8 @@ def run(python, env, seconds, label, tmp):
     p = subprocess.Popen([python, str(WORKLOAD), "200"], env=env, stdout=subprocess.DEVNULL)
     time.sleep(seconds)
     st = thread_stats(p.pid)
+    helper = helper_of(p.pid)
+    hst = thread_stats(helper) if helper else {}
     samples = None
     if env is not os.environ:
         r = subprocess.run([str(STRATA), "ctl", str(p.pid), "status"], capture_output=True, text=True)
@@ -61,9 +76,11 @@ def run(python, env, seconds, label, tmp):
     p.wait()
     rows = []
     for tid, (name, cpu, vol, invol) in sorted(st.items()):
-        who = "main" if tid == p.pid else "agent"
+        who = "main" if tid == p.pid else "program"
         rows.append("| %s | %s | %s | %.2f | %d | %d | %s |" % (label, who, name, cpu, vol, invol,
                                                                "-" if samples is None or who != "main" else samples))
+    for tid, (name, cpu, vol, invol) in sorted(hst.items()):
+        rows.append("| %s | helper | %s | %.2f | %d | %d | - |" % (label, name, cpu, vol, invol))
     return rows
 
 

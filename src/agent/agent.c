@@ -437,6 +437,16 @@ void agent_shutdown(int reason)
 	 * all the same, and a process that dies meanwhile is finished by the
 	 * helper anyway. */
 	atomic_store(&agent.sampling, 0);
+	/* Our own events off now (the helper drops its copies too before it
+	 * answers): after exec, an overflow signal would reach a program
+	 * with no handler for it. Only if the list is free: this may run in
+	 * a signal handler (_exit), where waiting for a lock is not allowed. */
+	if (pthread_mutex_trylock(&agent.reg_lock) == 0) {
+		for (struct tslot *s = agent.slots; s; s = s->next)
+			if (!s->external && s->trigger_fd >= 0)
+				trigger_fd_enable(s->trigger_fd, 0, 0);
+		pthread_mutex_unlock(&agent.reg_lock);
+	}
 	link_finish(reason, 5000);
 }
 
@@ -455,18 +465,6 @@ void agent_resume(void)
 		agent.active = 0;
 		return;
 	}
-	/* The new helper needs copies of every thread's events. */
-	reg_lock();
-	for (struct tslot *s = agent.slots; s; s = s->next)
-		if (!atomic_load(&s->exited) && !s->external && s->trigger_fd >= 0) {
-			int fds[EVENTS_MAX], n = 0;
-			fds[n++] = s->trigger_fd;
-			for (uint32_t i = 1; i < s->ncounters && n < EVENTS_MAX; i++)
-				if (s->counter_fd[i] >= 0)
-					fds[n++] = s->counter_fd[i];
-			link_send_fds(s, fds, n);
-		}
-	reg_unlock();
 	atomic_store(&agent.stopping, 0);
 	if (!agent.cfg.paused) {
 		atomic_store(&agent.sampling, 1);

@@ -105,14 +105,15 @@ struct tslot {
 	timer_t timer;
 	int has_timer;
 	/* The descriptor number the overflow signal names (si_fd): the
-	 * opener's. For an external slot the helper opened the events, and
-	 * the handler takes its own copies of them at the first sample. */
+	 * opener's. For a slot the helper registered (scan.c) the helper
+	 * opened the events; the handler takes a copy at its first sample
+	 * and the helper then lets go of its own (helper_fd), so that only
+	 * the profiled process holds a thread's event: closing it (exit,
+	 * exec, a fork child closing every descriptor) ends it. */
 	int sig_fd;
-	/* The helper's copies (it turns sampling on and off, changes the
-	 * rate): -1 until it has them. */
 	int helper_fd;
 	int helper_counter_fd[EVENTS_MAX];
-	_Atomic int fds_sent;        /* the target sent its descriptors to the helper */
+	_Atomic int fd_taken;        /* the handler has its copy of helper_fd */
 	int stat_fd;                 /* helper: /proc/PID/task/TID/stat (wall mode) */
 	_Atomic int wall_pending;    /* the wall sampler sent us a signal */
 

@@ -151,23 +151,9 @@ static const struct strata_pyreader *load_reader(void)
 	return rd;
 }
 
-/* Our copies of a thread's events arrived (link.h): keep the leader, which
- * turns the whole group on and off. */
-void agentd_take_fds(struct tslot *s, const int *fds, int n)
-{
-	reg_lock();
-	int keep = !atomic_load(&s->exited) && s->helper_fd < 0;
-	if (keep)
-		s->helper_fd = fds[0];
-	atomic_store(&s->fds_sent, 2);
-	reg_unlock();
-	for (int i = keep ? 1 : 0; i < n; i++)
-		close(fds[i]);
-}
-
 void helper_slot_release(struct tslot *s)
 {
-	if (s->helper_fd >= 0 && (!s->external || s->trigger_fd != s->helper_fd))
+	if (s->helper_fd >= 0)
 		close(s->helper_fd);
 	s->helper_fd = -1;
 	for (int i = 0; i < EVENTS_MAX; i++)
@@ -216,12 +202,28 @@ static void unlink_ctl(void)
 		unlink(D.ctl_path);
 }
 
+/* Events we opened for threads found by a scan, and not yet taken by the
+ * thread: disabled and dropped before we answer, so that nothing of ours
+ * keeps an event alive after the target is gone or replaced. */
+static void drop_events(void)
+{
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		if (s->helper_fd >= 0)
+			trigger_fd_enable(s->helper_fd, 0, 0);
+		helper_slot_release(s);
+	}
+	reg_unlock();
+}
+
 static void finish(int reason)
 {
 	dbg("finishing, reason %d", reason);
 	control_stop();
 	wall_stop();
 	atomic_store(&agent.stopping, 1);
+	atomic_store(&agent.sampling, 0);
+	drop_events();
 	writer_finish(reason);
 	if (reason != END_EXEC)
 		unlink_ctl();
@@ -264,18 +266,6 @@ static int handle_link(int fd)
 	case LINK_POKE:
 		writer_poke();
 		break;
-	case LINK_FDS: {
-		struct tslot *s = (struct tslot *)(uintptr_t)m.a;
-		if (nfds && shm_contains(s, sizeof(*s)))
-			agentd_take_fds(s, fds, nfds);
-		else
-			for (int i = 0; i < nfds; i++)
-				close(fds[i]);
-		/* Sampling may have been turned on or off meanwhile. */
-		if (nfds && shm_contains(s, sizeof(*s)) && s->helper_fd >= 0 && !atomic_load(&agent.sampling))
-			trigger_fd_enable(s->helper_fd, 0, 0);
-		break;
-	}
 	case LINK_FINISH: {
 		finish((int)m.arg);
 		struct link_msg ack = { .type = LINK_ACK };

@@ -16,8 +16,6 @@ extern const struct strata_pyreader *agentd_reader;
 
 /* agentd.c: the target's pid as a pidfd (for pidfd_getfd), or -1. */
 int agentd_target_pidfd(void);
-/* The descriptor the target sent for a slot arrived. */
-void agentd_take_fds(struct tslot *s, const int *fds, int n);
 
 /* writer.c */
 int writer_start(void);

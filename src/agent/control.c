@@ -43,6 +43,10 @@
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
 #include "agent.h"
 #include "agentd.h"
 #include "../common/ctlproto.h"
@@ -60,11 +64,41 @@ static struct {
 
 /* ---- sampling on and off, the rate ------------------------------------------ */
 
-/* A POSIX timer can be set only by its own process: its thread's handler
- * re-reads the state when tagged so (sampler.c). */
-#define TIMER_TAG ((void *)&agent.trigger)
+/* A thread's trigger, as a descriptor of ours for the moment: the
+ * events the helper opened itself (until the thread took its copy), else
+ * a copy of the thread's own taken for this call (pidfd_getfd; *tmp is
+ * set: close it after). -1 when ptrace rules forbid the copy, or the
+ * program closed the event. */
+static int event_fd(struct tslot *s, int *tmp)
+{
+	*tmp = 0;
+	if (s->helper_fd >= 0 && !atomic_load(&s->fd_taken))
+		return s->helper_fd;
+	int pfd = agentd_target_pidfd();
+	if (s->trigger_fd < 0 || pfd < 0)
+		return -1;
+	int fd = (int)syscall(SYS_pidfd_getfd, pfd, s->trigger_fd, 0);
+	if (fd < 0)
+		return -1;
+	/* The program may have closed ours and reused the number. */
+	char path[64], link[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]"))) {
+		close(fd);
+		return -1;
+	}
+	*tmp = 1;
+	return fd;
+}
 
-static void signal_timer(struct tslot *s)
+/* Otherwise the thread's handler sets its trigger itself when told
+ * (sampler.c): a POSIX timer always, a perf event when no copy could be
+ * taken. A blocked thread takes the signal when it returns to user space
+ * (the calls that a handler would cut short hold SIGPROF, sleeps.c). */
+#define TOGGLE_TAG ((void *)&agent.trigger)
+
+static void signal_toggle(struct tslot *s)
 {
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
@@ -72,8 +106,35 @@ static void signal_timer(struct tslot *s)
 	si.si_code = SI_QUEUE;
 	si.si_pid = getpid();
 	si.si_uid = getuid();
-	si.si_value.sival_ptr = TIMER_TAG;
+	si.si_value.sival_ptr = TOGGLE_TAG;
 	syscall(SYS_rt_tgsigqueueinfo, agent.pid, s->tid, SIGPROF, &si);
+}
+
+/* Sets one thread's trigger to the current state: on or off, at the
+ * current period. */
+static void set_trigger(struct tslot *s, int on)
+{
+	if (agent.trigger == TRIGGER_WALL_SAMPLER)
+		return;
+	if (agent.trigger == TRIGGER_POSIX_CPU_TIMER) {
+		signal_toggle(s);
+		return;
+	}
+	int tmp;
+	int fd = event_fd(s, &tmp);
+	if (fd < 0) {
+		signal_toggle(s);
+		return;
+	}
+	if (on && agent.trigger == TRIGGER_PERF_TASK_CLOCK) {
+		uint64_t period = agent.cfg.period_ns;
+		ioctl(fd, PERF_EVENT_IOC_PERIOD, &period);
+	}
+	/* A thread's own events re-arm one overflow at a time (REFRESH);
+	 * off, the handler also stops re-arming by itself. */
+	trigger_fd_enable(fd, on, !s->external);
+	if (tmp)
+		close(fd);
 }
 
 void triggers_set_enabled(int on)
@@ -82,17 +143,9 @@ void triggers_set_enabled(int on)
 		writer_set_busy();
 	atomic_store(&agent.sampling, on);
 	reg_lock();
-	for (struct tslot *s = agent.slots; s; s = s->next) {
-		if (atomic_load(&s->exited))
-			continue;
-		if (s->helper_fd >= 0)
-			/* Our copy of the same event: the thread's own ones
-			 * re-arm one overflow at a time (REFRESH). Off, the
-			 * handler stops re-arming by itself. */
-			trigger_fd_enable(s->helper_fd, on, !s->external);
-		else if (agent.trigger == TRIGGER_POSIX_CPU_TIMER)
-			signal_timer(s);
-	}
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (!atomic_load(&s->exited))
+			set_trigger(s, on);
 	reg_unlock();
 	if (on) {
 		/* Both sleep while sampling is off. */
@@ -112,21 +165,15 @@ int triggers_set_rate(unsigned hz)
 		return 0;
 	agent.cfg.rate_hz = hz;
 	agent.cfg.period_ns = 1000000000ull / hz;
-	uint64_t period = agent.cfg.period_ns;
-	reg_lock();
-	for (struct tslot *s = agent.slots; s; s = s->next) {
-		if (atomic_load(&s->exited))
-			continue;
-		if (s->helper_fd >= 0)
-			ioctl(s->helper_fd, PERF_EVENT_IOC_PERIOD, &period);
-		else if (agent.trigger == TRIGGER_POSIX_CPU_TIMER && atomic_load(&agent.sampling))
-			signal_timer(s);
+	if (atomic_load(&agent.sampling)) {
+		reg_lock();
+		for (struct tslot *s = agent.slots; s; s = s->next)
+			if (!atomic_load(&s->exited))
+				set_trigger(s, 1);
+		reg_unlock();
 	}
-	reg_unlock();
 	return 0;
 }
-
-/* ---- commands ----------------------------------------------------------- */
 
 static void reply_err(char *reply, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void reply_err(char *reply, size_t n, const char *fmt, ...)

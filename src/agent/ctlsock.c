@@ -105,7 +105,12 @@ AGENT_EXPORT int strata_agent_command(const char *req, int fd, char *reply, size
 		snprintf(reply, n, "error: no request");
 		return -1;
 	}
-	if (!agent.active || !C.path[0]) {
+	if (!agent.active) {
+		/* The Python module loads the agent on this answer. */
+		snprintf(reply, n, "error: the agent is not active in this process");
+		return -1;
+	}
+	if (!C.path[0]) {
 		snprintf(reply, n, "error: the agent has no control channel in this process");
 		return -1;
 	}

@@ -2,14 +2,18 @@
  * link.c — the profiled process's side of link.h: starting strata-agentd
  * and talking to it.
  *
- * The helper is started with clone(CLONE_VM | CLONE_VFORK) and exit
- * signal 0: like vfork, the calling thread waits until the child has
- * exec'd, and the child runs only system calls in between (on a stack of
- * its own, every signal blocked, so no handler of the program can run in
- * it). With exit signal 0 it is a "clone child": invisible to wait() and
- * waitpid(-1) unless __WALL or __WCLONE is asked for, and its end raises
- * no SIGCHLD. When the profiled process ends first, the helper is
- * reparented like any orphan and reaped there.
+ * The helper must never be a child of the program: a program that waits
+ * for any child (waitpid(-1), a forkserver, a shell) would find it. So it
+ * is started through an intermediate that exits at once: the calling
+ * thread clones the intermediate (CLONE_VM | CLONE_VFORK, exit signal 0:
+ * a "clone child" that wait() and SIGCHLD ignore, and which shares our
+ * memory, so no page tables are copied), the intermediate clones the
+ * helper the same way and exits as soon as the helper has exec'd, and the
+ * calling thread reaps the intermediate (__WCLONE) before going on. The
+ * helper is then an orphan, adopted by init (or the nearest subreaper).
+ * Between the clones and the exec only system calls run, on stacks of
+ * their own, with every signal blocked: no handler of the program can run
+ * there.
  */
 #include "link.h"
 
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,10 +45,20 @@
 
 static struct {
 	int fd;        /* our end of the socket pair */
+	dev_t dev;     /* ... which the program may have closed (a fork */
+	ino_t ino;     /* child before exec closes all): checked before use */
 	int pidfd;     /* the helper */
 	pid_t pid;
 	int up;
 } L = { .fd = -1, .pidfd = -1 };
+
+/* Whether L.fd still is our socket: never write into a descriptor the
+ * program reused. */
+static int link_ok(void)
+{
+	struct stat st;
+	return L.fd >= 0 && L.up && fstat(L.fd, &st) == 0 && st.st_ino == L.ino && st.st_dev == L.dev;
+}
 
 extern char **environ;
 
@@ -64,11 +79,13 @@ struct spawn_args {
 	char **envp;
 	int src[4];      /* shm, link, mem, ctl: moved to 3..6 */
 	int nullfd;
+	char *stack2;    /* top of the helper's stack */
 	volatile int err;
+	volatile pid_t helper;
 };
 
-/* The clone child: system calls only, no libc state touched (it shares
- * the parent's memory and thread pointer until execve). */
+/* The helper, before its exec: system calls only, no libc state touched
+ * (it shares our memory and thread pointer until execve). */
 static int spawn_child(void *p)
 {
 	struct spawn_args *a = p;
@@ -88,6 +105,19 @@ static int spawn_child(void *p)
 	a->err = errno ? errno : ENOEXEC;
 	syscall(SYS_exit, 127);
 	return 127;
+}
+
+/* The intermediate: starts the helper (its exit signal SIGCHLD, for the
+ * init that adopts it), waits (VFORK) until it has exec'd, and leaves. */
+static int spawn_middle(void *p)
+{
+	struct spawn_args *a = p;
+	long pid = clone(spawn_child, a->stack2, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+	a->helper = pid > 0 ? (pid_t)pid : -1;
+	if (pid < 0)
+		a->err = errno ? errno : EAGAIN;
+	syscall(SYS_exit, 0);
+	return 0;
 }
 
 /* The variables the helper needs from the program's environment (never
@@ -145,30 +175,34 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		}
 	envp[ne] = NULL;
 
-	struct spawn_args a = { path, argv, envp, { shm_fd(), sv[1], mem, ctl_fd }, nullfd, 0 };
+	struct spawn_args a = { path, argv, envp, { shm_fd(), sv[1], mem, ctl_fd }, nullfd, NULL, 0, -1 };
 	size_t stack_len = 64 * 1024;
-	void *stack = mmap(NULL, stack_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	pid_t pid = -1;
+	char *stack = mmap(NULL, 2 * stack_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	pid_t mid = -1;
 	int saved = errno;
 	if (stack != MAP_FAILED) {
-		/* Every signal blocked across the clone: no handler of the
-		 * program may run in the child. The helper unblocks its own. */
+		a.stack2 = stack + 2 * stack_len;
+		/* Every signal blocked across the clones: no handler of the
+		 * program may run in them. The helper unblocks its own. */
 		sigset_t all, old;
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		pid = clone(spawn_child, (char *)stack + stack_len, CLONE_VM | CLONE_VFORK, &a);
+		mid = clone(spawn_middle, stack + stack_len, CLONE_VM | CLONE_VFORK, &a);
 		int ce = errno;
+		if (mid > 0) {
+			while (waitpid(mid, NULL, __WCLONE) < 0 && errno == EINTR)
+				;
+		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		munmap(stack, stack_len);
+		munmap(stack, 2 * stack_len);
 		errno = ce;
 	}
 	int e = errno;
 	close(sv[1]);
 	close(mem);
 	close(nullfd);
-	if (pid < 0 || a.err) {
-		if (pid > 0)
-			waitpid(pid, NULL, __WCLONE);
+	pid_t pid = a.helper;
+	if (mid < 0 || pid <= 0 || a.err) {
 		snprintf(err, errlen, "cannot start the agent's helper %s: %s", path, strerror(a.err ? a.err : e));
 		close(sv[0]);
 		errno = saved;
@@ -176,6 +210,11 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	}
 	errno = saved;
 	L.fd = sv[0];
+	struct stat lst;
+	if (fstat(L.fd, &lst) == 0) {
+		L.dev = lst.st_dev;
+		L.ino = lst.st_ino;
+	}
 	L.pid = pid;
 	L.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	L.pidfd = high_fd(L.pidfd);
@@ -188,38 +227,14 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 
 void link_poke(void)
 {
-	if (L.fd < 0 || !L.up)
-		return;
 	int e = errno;
+	if (!link_ok()) {
+		errno = e;
+		return;
+	}
 	struct link_msg m = { .type = LINK_POKE };
 	ssize_t r = send(L.fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)r;
-	errno = e;
-}
-
-void link_send_fds(void *slot, const int *fds, int nfds)
-{
-	if (L.fd < 0 || !L.up || nfds <= 0 || nfds > EVENTS_MAX)
-		return;
-	int e = errno;
-	struct link_msg m = { .type = LINK_FDS, .arg = (uint32_t)nfds, .a = (uint64_t)(uintptr_t)slot };
-	struct iovec iov = { &m, sizeof(m) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * EVENTS_MAX)];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	ssize_t r;
-	do
-		r = sendmsg(L.fd, &mh, MSG_NOSIGNAL);
-	while (r < 0 && errno == EINTR);
 	errno = e;
 }
 
@@ -232,10 +247,13 @@ static int64_t now_ms(void)
 
 int link_finish(int reason, int timeout_ms)
 {
-	if (L.fd < 0 || !L.up)
-		return -1;
-	L.up = 0;
 	int e = errno;
+	if (!link_ok()) {
+		L.up = 0;
+		errno = e;
+		return -1;
+	}
+	L.up = 0;
 	struct link_msg m = { .type = LINK_FINISH, .arg = (uint32_t)reason };
 	int64_t end = now_ms() + timeout_ms;
 	int rc = -1;

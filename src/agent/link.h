@@ -17,10 +17,8 @@
  * the profiled process).
  *
  * Messages, target -> helper: POKE (wake the writer now; from the signal
- * handler too), FDS (a thread's perf event descriptors, SCM_RIGHTS, so the
- * helper can turn sampling on and off), FINISH (end the stream now, for
- * exit, _exit or exec: the helper drains the rings, writes the end and
- * answers ACK). The helper also finishes on its own when the target dies
+ * handler too), FINISH (end the stream now, for exit, _exit or exec: the
+ * helper drains the rings, writes the end and answers ACK). The helper also finishes on its own when the target dies
  * or execs without saying so, so a killed process still leaves a complete
  * profile.
  */
@@ -32,7 +30,6 @@
 
 enum link_type {
 	LINK_POKE = 1,
-	LINK_FDS = 2,   /* a = struct tslot *, fds attached: leader, counters... */
 	LINK_FINISH = 3, /* arg = enum process_end_reason */
 	LINK_ACK = 4,
 };
@@ -58,8 +55,6 @@ struct link_msg {
 int link_spawn(int ctl_fd, char *err, size_t errlen);
 /* Async-signal-safe: wakes the helper's writer. */
 void link_poke(void);
-/* Sends the slot's trigger descriptors to the helper. */
-void link_send_fds(void *slot, const int *fds, int nfds);
 /* Async-signal-safe: asks the helper to end the stream (reason) and waits
  * for its answer, at most timeout_ms. Returns 0 when answered. */
 int link_finish(int reason, int timeout_ms);

@@ -161,15 +161,34 @@ static void take_helper_fds(struct tslot *s)
 		return;
 	}
 	int fd = (int)syscall(SYS_pidfd_getfd, hp, s->helper_fd, 0);
-	/* -2: no copy (ptrace rules forbid it); samples carry no counts. */
+	/* -2: no copy (ptrace rules forbid it); samples carry no counts, and
+	 * the helper keeps its own. */
 	s->trigger_fd = fd >= 0 ? fd : -2;
+	if (fd >= 0)
+		atomic_store(&s->fd_taken, 1);
 }
 
 /* Tags of the SIGPROFs the helper sends (rt_tgsigqueueinfo, SI_QUEUE),
  * so the handler tells them from anyone else's without looking at thread
- * state. */
+ * state: a wall-mode tick, or "sampling was turned on or off, or the rate
+ * changed: set your trigger so" (the helper cannot set a POSIX timer, nor
+ * a perf event when ptrace rules keep it from taking a copy). */
 #define WALL_TAG ((void *)&agent.sampler_slot)
-#define TIMER_TAG ((void *)&agent.trigger)
+#define TOGGLE_TAG ((void *)&agent.trigger)
+
+static void apply_toggle(struct tslot *s)
+{
+	int on = atomic_load(&agent.sampling);
+	if (s->has_timer)
+		trigger_timer_arm(s, on);
+	if (s->trigger_fd >= 0) {
+		if (on) {
+			uint64_t period = agent.trigger == TRIGGER_PERF_EVENT ? agent.cfg.event_period : agent.cfg.period_ns;
+			ioctl(s->trigger_fd, PERF_EVENT_IOC_PERIOD, &period);
+		}
+		trigger_fd_enable(s->trigger_fd, on, !s->external);
+	}
+}
 
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 {
@@ -193,18 +212,16 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		ours = s ? si->si_value.sival_ptr == (void *)s : agent.trigger == TRIGGER_POSIX_CPU_TIMER;
 		weight = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
 	} else if (si->si_code == SI_QUEUE && si->si_pid == atomic_load_explicit(&agent.helper_pid, memory_order_relaxed) &&
-		   (si->si_value.sival_ptr == WALL_TAG || si->si_value.sival_ptr == TIMER_TAG)) {
+		   (si->si_value.sival_ptr == WALL_TAG || si->si_value.sival_ptr == TOGGLE_TAG)) {
 		/* The helper's signal is ours even when it reaches a thread
 		 * that is not (or no longer) registered: tls_slot is NULL for
 		 * a moment at both ends of a thread's life while the helper
 		 * may still (or already) list it. Chaining it would kill the
 		 * process with SIGPROF's default action. */
 		ours = 1;
-		if (si->si_value.sival_ptr == TIMER_TAG) {
-			/* Sampling turned on or off, or the rate changed: a POSIX
-			 * timer can only be set by its own process. */
-			if (s && s->has_timer)
-				trigger_timer_arm(s, atomic_load(&agent.sampling));
+		if (si->si_value.sival_ptr == TOGGLE_TAG) {
+			if (s)
+				apply_toggle(s);
 			errno = saved_errno;
 			return 1;
 		}

@@ -73,8 +73,23 @@ static void register_external(pid_t tid, unsigned long long start, uint32_t gen)
 			s->counter_fd[i] = -1;
 		}
 		s->trigger_fd = -1;
-		atomic_store(&s->fds_sent, 2);
 	}
+}
+
+/* Lets go of the events of threads that took their copies: the profiled
+ * process alone keeps them alive from then on. */
+static void drop_taken(void)
+{
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (s->helper_fd >= 0 && atomic_load(&s->fd_taken)) {
+			close(s->helper_fd);
+			s->helper_fd = -1;
+			for (int i = 0; i < EVENTS_MAX; i++)
+				if (s->helper_counter_fd[i] >= 0) {
+					close(s->helper_counter_fd[i]);
+					s->helper_counter_fd[i] = -1;
+				}
+		}
 }
 
 /* A scanned thread that is gone: its trigger goes first, then the writer
@@ -122,6 +137,7 @@ void threads_scan(void)
 	closedir(d);
 	/* Threads found earlier and gone now. */
 	reg_lock();
+	drop_taken();
 	for (struct tslot *s = agent.slots; s; s = s->next)
 		if (s->external && s->scan_gen != gen && !atomic_load(&s->exited))
 			retire_external(s);

@@ -55,21 +55,6 @@ static void resolve(void)
 			RTLD_NEXT, "pthread_create");
 }
 
-/* The helper turns sampling on and off through copies of the events. */
-static void send_fds(struct tslot *s)
-{
-	if (s->trigger_fd < 0)
-		return;
-	int fds[EVENTS_MAX];
-	int n = 0;
-	fds[n++] = s->trigger_fd;
-	for (uint32_t i = 1; i < s->ncounters && n < EVENTS_MAX; i++)
-		if (s->counter_fd[i] >= 0)
-			fds[n++] = s->counter_fd[i];
-	link_send_fds(s, fds, n);
-	atomic_store(&s->fds_sent, 1);
-}
-
 /* Registers thread tid (the caller, unless external) in a new slot. */
 static struct tslot *register_tid(pid_t tid, const char *name, int external, unsigned long long start)
 {
@@ -93,7 +78,6 @@ static struct tslot *register_tid(pid_t tid, const char *name, int external, uns
 	}
 	slot_link(s);
 	trigger_open(s, tid);
-	send_fds(s);
 	return s;
 }
 

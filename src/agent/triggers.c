@@ -36,9 +36,34 @@
 #include "agent.h"
 #include "../common/format.h"
 
-static long perf_open(struct perf_event_attr *a, pid_t tid)
+/* Every event is removed from its thread when the thread execs
+ * (remove_on_exec, Linux 5.13+). Without it, an event kept alive by a
+ * descriptor we cannot reach any more (the helper's copy, or ours when a
+ * fork child closed every descriptor before exec, as subprocess does)
+ * could still signal the new program, which has no handler for SIGPROF
+ * and would die of it. Older kernels refuse the bit: then it is dropped,
+ * and exec paths disable the events explicitly (agent.c, agentd.c). */
+static _Atomic int no_remove_on_exec;
+
+static long open_attr(struct perf_event_attr *a, pid_t tid, int group)
 {
-	return syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (!atomic_load(&no_remove_on_exec)) {
+		a->remove_on_exec = 1;
+		long fd = syscall(SYS_perf_event_open, a, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
+		if (fd >= 0 || errno != EINVAL)
+			return fd;
+		atomic_store(&no_remove_on_exec, 1);
+	}
+	a->remove_on_exec = 0;
+	return syscall(SYS_perf_event_open, a, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
+}
+
+static long perf_open(struct perf_event_attr *a, pid_t tid) { return open_attr(a, tid, -1); }
+
+static int ev_open(struct perf_event_attr *a, pid_t tid, int group)
+{
+	long fd = open_attr(a, tid, group);
+	return fd < 0 ? -1 : (int)fd;
 }
 
 static void task_clock_attr(struct perf_event_attr *a)
@@ -73,14 +98,14 @@ static int group_open(struct tslot *s, pid_t tid, int *failed)
 	struct perf_event_attr a;
 	int ek = agent.cfg.event_exclude_kernel;
 	event_attr(&ev->ev[0], &a, agent.cfg.event_period, 1, ek);
-	int leader = event_open(&a, tid, -1);
+	int leader = ev_open(&a, tid, -1);
 	if (leader < 0) {
 		*failed = 0;
 		return -1;
 	}
 	for (uint32_t i = 1; i < ev->n; i++) {
 		event_attr(&ev->ev[i], &a, 0, 0, ek);
-		int fd = event_open(&a, tid, leader);
+		int fd = ev_open(&a, tid, leader);
 		if (fd < 0) {
 			int e = errno;
 			for (uint32_t k = 1; k < i; k++) {

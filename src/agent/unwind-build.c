@@ -78,7 +78,9 @@ static int table_to_shm(struct cfi_table *t)
 	memcpy(rule, t->rule, nr);
 	memcpy(rules, t->rules, nu);
 	memcpy(fde, t->fde_pc, nf);
-	cfi_table_free(t);
+	struct cfi_table keep = *t;
+	cfi_table_free(t); /* the heap arrays; it clears the header too */
+	*t = keep;
 	t->pc = pc;
 	t->rule = rule;
 	t->rules = rules;

@@ -3,6 +3,7 @@
  */
 #include "attach.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +31,32 @@ int attach_alive(pid_t pid)
 	buf[n] = 0;
 	char *rp = strrchr(buf, ')');
 	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+int agent_helper_alive(pid_t pid)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	char want[64];
+	int wl = snprintf(want, sizeof(want), "strata-agentd%c%d", 0, (int)pid) + 1;
+	struct dirent *e;
+	int found = 0;
+	while (!found && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], buf[64];
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof(buf));
+		close(fd);
+		if (n >= wl && !memcmp(buf, want, (size_t)wl) && attach_alive((pid_t)strtol(e->d_name, NULL, 10)))
+			found = 1;
+	}
+	closedir(d);
+	return found;
 }
 
 /* The process's command line, for the session record. */

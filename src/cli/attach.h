@@ -46,4 +46,8 @@ int attach_end(struct attach *a, char *err, size_t errlen);
 /* A process that exists and is not a zombie. */
 int attach_alive(pid_t pid);
 
+/* Whether process pid's agent helper (strata-agentd) is still running:
+ * it ends pid's stream after pid has gone. */
+int agent_helper_alive(pid_t pid);
+
 #endif

@@ -114,8 +114,10 @@ static int pid_alive(uint32_t pid)
 }
 
 /* Processes the command started may outlive it (a multiprocessing
- * forkserver or resource tracker, a daemon): give those still writing a
- * moment to finish their profiles, at most `ms` milliseconds. */
+ * forkserver or resource tracker, a daemon), and the helper of a process
+ * that died ends its stream a moment after it: wait for those, at most
+ * `ms` milliseconds. A stream still open after that belongs to a process
+ * that is still running, and the warnings name it. */
 static void wait_for_stragglers(const char *path, int ms)
 {
 	for (int waited = 0; waited < ms; waited += 50) {
@@ -128,7 +130,8 @@ static void wait_for_stragglers(const char *path, int ms)
 			size_t n;
 			const struct reader_stream *st = reader_streams(r, &n);
 			for (size_t i = 0; i < n; i++)
-				if (!st[i].ended && st[i].pid && pid_alive(st[i].pid))
+				if (!st[i].ended && st[i].pid &&
+				    (pid_alive(st[i].pid) || agent_helper_alive((pid_t)st[i].pid)))
 					pending++;
 		}
 		reader_close(r);

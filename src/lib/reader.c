@@ -347,7 +347,10 @@ int reader_report_diag(const struct reader *r, FILE *out, const char *prefix)
 	for (size_t i = 0; i < r->nstreams; i++) {
 		const struct reader_stream *s = &r->streams[i];
 		if (!s->ended && s->pid && r->alive && r->alive(s->pid)) {
-			fprintf(out, "%sprocess %u is still running: its profile up to now is included\n", prefix, s->pid);
+			fprintf(out, "%sprocess %u is still running: it outlived the command that started it (a daemon, "
+				"or a child nobody waited for); its profile up to now is included, and it goes on "
+				"writing to the file until it exits\n",
+				prefix, s->pid);
 			lines++;
 		} else if (!s->ended && s->pid) {
 			fprintf(out, "%sprocess %u stopped without finishing its profile (killed, or still running): read up to its last whole chunk\n",

@@ -240,7 +240,7 @@ NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a process as another user")
-def test_other_user_refused(debian_python, tmp_path):
+def test_other_user_refused_root_allowed(debian_python, tmp_path):
     # Socket directory and socket are the owner's only.
     mine = start_standby(debian_python, "split.py", 30)
     theirs = subprocess.Popen(NOBODY + ["env", "LD_PRELOAD=%s" % AGENT, "STRATA_AGENT=1",
@@ -257,18 +257,14 @@ def test_other_user_refused(debian_python, tmp_path):
                            capture_output=True, text=True)
         assert r.returncode == 2 and "permission denied" in r.stderr, r.stderr
 
-        # root can reach nobody's socket (it passes any permission), and
-        # the agent turns it away after checking SO_PEERCRED.
+        # root may control any user's process (as it may trace it): the
+        # agent checks SO_PEERCRED and lets uid 0 in.
         pid = theirs.pid
         nob = Path("/tmp/strata-%d" % int(subprocess.check_output(["id", "-u", "nobody"])))
         assert wait_for(lambda: (nob / ("%d.sock" % pid)).exists()), theirs.stderr.read1(4096) if theirs.poll() else ""
         r = strata("ctl", pid, "status")
-        assert r.returncode == 1, (r.stdout, r.stderr)
-        assert "permission denied" in r.stderr and "uid 0 may not control it" in r.stderr, r.stderr
-        r = strata("record", "--pid", pid, "-d", "1", "-o", tmp_path / "no.strata")
-        assert r.returncode == 2 and "permission denied" in r.stderr, r.stderr
-        # And it keeps sampling off.
-        assert "sampling" not in r.stdout
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert "sampling  off" in r.stdout, r.stdout
     finally:
         stop(mine)
         stop(theirs)
