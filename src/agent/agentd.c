@@ -281,13 +281,26 @@ static int handle_link(int fd)
 	return 0;
 }
 
-static int target_alive(void)
+/* Whether the target still runs, waiting up to ms for it to end: a
+ * process closes its descriptors (our link) a moment before it becomes a
+ * zombie, so a closed link alone does not tell a death from an exec. */
+static int target_alive(int ms)
 {
 	if (D.pidfd >= 0) {
 		struct pollfd pf = { D.pidfd, POLLIN, 0 };
-		return poll(&pf, 1, 0) == 0;
+		int r;
+		do
+			r = poll(&pf, 1, ms);
+		while (r < 0 && errno == EINTR);
+		return r == 0;
 	}
-	return kill(agent.pid, 0) == 0 || errno == EPERM;
+	for (int waited = 0;; waited += 10) {
+		if (kill(agent.pid, 0) != 0 && errno != EPERM)
+			return 0;
+		if (waited >= ms)
+			return 1;
+		usleep(10000);
+	}
 }
 
 int main(int argc, char **argv)
@@ -394,12 +407,12 @@ int main(int argc, char **argv)
 			if (h < 0) {
 				/* The link is closed: the target died, or exec'd a
 				 * program without our wrapper knowing. */
-				finish(target_alive() ? END_EXEC : death_reason());
+				finish(target_alive(1000) ? END_EXEC : death_reason());
 				break;
 			}
 			continue;
 		}
-		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive())) {
+		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
 			/* Messages sent before it died come first (it may
 			 * have asked to finish just before). */
 			int finished = 0;

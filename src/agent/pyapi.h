@@ -141,6 +141,9 @@ struct strata_pyreader {
 	int (*walk)(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing);
 	/* As strata_pyapi.read_code. */
 	int (*read_code)(uint64_t addr, struct strata_codeinfo *out);
+	/* Before 3.11 (no co_qualname): the qualified name of a code object
+	 * from its source (srcqual.h), malloc'ed, or NULL; NULL on 3.11+. */
+	char *(*qualname)(const char *filename, uint32_t firstlineno, const char *name);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

@@ -273,6 +273,11 @@ static struct death *deaths_take(void)
 			free(d);
 			break;
 		}
+		/* The program's hook cannot read source files (it holds the
+		 * GIL): the qualified name of a pre-3.11 code object is
+		 * rebuilt here. */
+		if (!d->info.qualname)
+			d->info.qualname = agentd_reader->qualname(d->info.filename, d->info.firstlineno, d->info.name);
 		d->next = list;
 		list = d;
 	}

@@ -76,8 +76,13 @@ def test_cpu_mode_ignores_sleeping_threads(python, record):
     rep = r.report()
     names = {t["name"]: t["samples"] for t in rep["threads"]}
     assert {"busy-1", "busy-2"} <= set(names), names
+    # The sleepers wake every 50 ms for a moment: that moment is all they
+    # get. (The busy threads run for a wall-clock time, so on a loaded
+    # machine their share against the fixed start-up cost varies.)
+    sleepy = names.get("sleepy-1", 0) + names.get("sleepy-2", 0)
     busy = names["busy-1"] + names["busy-2"]
-    assert busy >= 0.95 * rep["samples"], names
+    assert sleepy <= 0.03 * rep["samples"], names
+    assert busy >= 0.8 * rep["samples"], names
 
 
 def test_wall_mode_sees_all_threads(python, record):
@@ -203,7 +208,7 @@ def test_no_stray_eintr(python, record, mode):
     them). Without that, several percent of them failed here."""
     r = record(python, "eintr.py", "1.0", opts=["--mode", mode, "-F", "5000", "-q"])
     assert r.returncode == 0, r.stderr
-    assert "calls>1000: True" in r.stdout, r.stdout
+    assert "calls>=2000: True" in r.stdout, r.stdout
     assert "eintr: 0" in r.stdout, r.stdout
     assert r.report()["samples"] > 100
 
@@ -228,7 +233,9 @@ def test_exit_status_and_signals(python, tmp_path):
     assert rep.returncode == 0, rep.stderr
 
 
-def test_sigkill_leaves_readable_file(python, tmp_path):
+def test_sigkill_leaves_complete_profile(python, tmp_path):
+    """A process killed by SIGKILL cannot flush anything itself: its helper
+    sees it gone and writes what the rings hold, then ends its stream."""
     out = tmp_path / "k.strata"
     p = subprocess.Popen([str(STRATA), "record", "-o", str(out), "--", str(python.exe),
                           str(PROGRAMS / "split.py"), "30"], stderr=subprocess.PIPE, text=True)
@@ -239,14 +246,18 @@ def test_sigkill_leaves_readable_file(python, tmp_path):
     p.wait(timeout=30)
     err = p.stderr.read()
     assert p.returncode == -signal.SIGKILL
-    assert "stopped without finishing" in err, err
+    assert "without finishing" not in err and "cut short" not in err, err
     rep = strata("report", "--json", out)
     assert rep.returncode == 0, rep.stderr
-    assert "stopped without finishing" in rep.stderr
+    assert rep.stderr == "", rep.stderr
     import json
     data = json.loads(rep.stdout)
     assert data["samples"] > 1000, data["samples"]
     assert func_row(data, "heavy")["self"] > 0
+    # The stream says how the process ended: by a signal.
+    dump = strata("dump", out).stdout
+    ends = [l for l in dump.splitlines() if "process-end" in l]
+    assert ends and all("reason=4" in l for l in ends), ends
 
 
 def test_no_python_seen(tmp_path):

@@ -567,10 +567,10 @@ static void strata_code_dealloc(PyObject *op)
 	uint64_t addr = (uint64_t)(uintptr_t)op;
 	if (death_cb && death_wanted(addr)) {
 		struct strata_codeinfo ci;
-		if (read_code_with(rd_direct, addr, &ci) == 0) {
-			fill_qualname(&ci, 0);
+		/* Before 3.11 the qualified name is rebuilt from the source by
+		 * the helper (this runs with the GIL held: no file reads). */
+		if (read_code_with(rd_direct, addr, &ci) == 0)
 			death_cb(addr, &ci);
-		}
 	}
 	orig_code_dealloc(op);
 }
@@ -704,6 +704,13 @@ static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_
 	return walk_frames((PyThreadState *)(uintptr_t)tstate, out, max, missing);
 }
 
+static char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name)
+{
+	if (PY_VERSION_HEX >= 0x030B0000 || !filename || !name)
+		return NULL;
+	return srcqual_lookup(filename, firstlineno, name, 1);
+}
+
 static const struct strata_pyreader reader = {
 	.api_version = STRATA_PYAPI_VERSION,
 	.built_for = PY_VERSION,
@@ -712,6 +719,7 @@ static const struct strata_pyreader reader = {
 	.find_tstate = rp_find_tstate,
 	.walk = rp_walk,
 	.read_code = py_read_code,
+	.qualname = rp_qualname,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)
