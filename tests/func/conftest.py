@@ -174,6 +174,17 @@ def record(tmp_path):
     return run
 
 
+def need_tool(name, how):
+    """The path of a program a test checks strata's output with (an
+    export's consumer, perf, a compiler). scripts/deps.sh installs every
+    one of them, so one that is missing fails the test that needs it: a
+    check that did not run must not pass as one that did."""
+    path = shutil.which(name)
+    if not path:
+        pytest.fail("%s is not installed (%s): this test checks strata's output with it" % (name, how))
+    return path
+
+
 def func_row(report, name):
     rows = [f for f in report["functions"] if f["name"] == name]
     assert rows, "function %s not in profile: %s" % (name, [f["name"] for f in report["functions"][:30]])
