@@ -5,8 +5,11 @@ built `strata` and asserts on what the profile says, through the same
 interfaces users have (`strata report --json`, exports, exit codes).
 
 Interpreters: the `python` fixture is parametrized over every interpreter
-strata supports. One that is not installed here, or has no agent build,
-is skipped with a message that names it. STRATA_TEST_PYTHONS (a
+strata supports. One that is not installed here is skipped with a message
+that names it; one that is installed but does not run, or has no agent
+build, fails (unless the build was made for a PYTHONS= list that leaves it
+out): a Python present on the machine that strata cannot profile is a
+fault to report, not a test to skip. STRATA_TEST_PYTHONS (a
 space-separated list of ids, e.g. "debian-3.11 3.12") narrows the set.
 """
 import json
@@ -75,18 +78,36 @@ class Interp:
             return False
         return subprocess.run([str(exe), "-c", "import " + name], capture_output=True).returncode == 0
 
-    def skip_reason(self):
+    def require(self):
+        """Returns self if programs can be profiled under this interpreter;
+        skips the test if it is not installed, fails it if it is but does
+        not run or has no agent build."""
         if self.exe is None or not self.exe.exists():
-            return "Python %s is not installed on this machine" % self.id
+            pytest.skip("Python %s is not installed on this machine" % self.id)
         if not self.version:
-            return "Python %s (%s) does not run" % (self.id, self.exe)
-        builds = list(AGENT_DIR.glob("strata-py-%d.%d.*.so" % self.minor))
-        if not builds:
-            return "no strata agent build for Python %s (%s)" % (self.version, self.exe)
-        return None
+            pytest.fail("Python %s (%s) is installed but does not run" % (self.id, self.exe))
+        # Any build of the same X.Y serves (the agent falls back to one).
+        if not list(AGENT_DIR.glob("strata-py-%d.%d.*.so" % self.minor)):
+            chosen = _chosen_pythons()
+            if chosen is not None and os.path.realpath(self.exe) not in chosen:
+                pytest.skip("Python %s (%s): the build was made for PYTHONS=%s only"
+                            % (self.version, self.exe, " ".join(sorted(chosen))))
+            pytest.fail("Python %s (%s) is installed but has no strata agent build in %s: "
+                        "`make check-pythons` says why" % (self.version, self.exe, AGENT_DIR))
+        return self
 
     def __repr__(self):
         return "Interp(%s, %s)" % (self.id, self.exe)
+
+
+def _chosen_pythons():
+    """The interpreters named by `make PYTHONS=...` for this build (their
+    real paths), or None when the build took every one it found."""
+    try:
+        chosen = (BUILD / "pythons.choice").read_text().split()
+    except OSError:
+        return None
+    return {os.path.realpath(p) for p in chosen} or None
 
 
 ALL_IDS = ["debian-3.11", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
@@ -114,21 +135,13 @@ def get_interp(ident):
 
 @pytest.fixture(params=_selected_ids())
 def python(request):
-    it = get_interp(request.param)
-    reason = it.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    return it
+    return get_interp(request.param).require()
 
 
 @pytest.fixture
 def debian_python():
     """Debian's /usr/bin/python3 (3.11), which has numpy and numba from Debian."""
-    it = get_interp("debian-3.11")
-    reason = it.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    return it
+    return get_interp("debian-3.11").require()
 
 
 class Result:

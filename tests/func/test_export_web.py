@@ -100,10 +100,7 @@ class Recorded:
 def rec(tmp_path_factory):
     """rec("split.py", args..., opts=[...]): records a program once under
     Debian's Python and returns a Recorded."""
-    it = get_interp("debian-3.11")
-    reason = it.skip_reason()
-    if reason:
-        pytest.skip(reason)
+    get_interp("debian-3.11").require()
     cache = {}
     base = tmp_path_factory.mktemp("web")
 
