@@ -29,6 +29,10 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 VENVS = Path(os.environ.get("STRATA_VENVS", ROOT / ".venvs"))
 
 
+# scripts/pyenvs.sh installs Numba in the virtualenvs of these versions on.
+NUMBA_FROM = (3, 10)
+
+
 def _pyenv_root():
     try:
         return Path(subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip())
@@ -77,6 +81,20 @@ class Interp:
         if exe is None:
             return False
         return subprocess.run([str(exe), "-c", "import " + name], capture_output=True).returncode == 0
+
+    def with_module(self, name):
+        """The interpreter to run a program that imports numpy or numba
+        with: this version's virtualenv, or Debian's own. Skips the test
+        where the project installs no such package for this version (Numba
+        before 3.10); fails it where it should have been installed, since
+        scripts/pyenvs.sh and scripts/deps.sh fail when they cannot."""
+        if name == "numba" and not self.id.startswith("debian") and self.minor < NUMBA_FROM:
+            pytest.skip("no Numba for Python %s: current Numba supports %d.%d and newer" % ((self.version,) + NUMBA_FROM))
+        if not self.has_module(name):
+            where = ("Debian package python3-%s; scripts/deps.sh" % name if self.id.startswith("debian")
+                     else "the test virtualenv %s; scripts/pyenvs.sh" % (VENVS / self.version))
+            pytest.fail("%s is not installed for Python %s (%s)" % (name, self.version, where))
+        return self.venv_python()
 
     def require(self):
         """Returns self if programs can be profiled under this interpreter;

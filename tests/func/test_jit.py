@@ -34,10 +34,7 @@ def marker_line(name, marker):
 
 @pytest.fixture
 def numba_python(python):
-    exe = python.venv_python()
-    if not exe or not python.has_module("numba"):
-        pytest.skip("no numba for Python %s" % python.id)
-    return python, exe
+    return python, python.with_module("numba")
 
 
 def run(record, numba_python, prog, *args, opts=()):

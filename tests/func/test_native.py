@@ -265,9 +265,7 @@ def test_native_in_text_report(mixed):
 
 
 def test_numpy_c_code_under_python_line(python, record):
-    exe = python.venv_python()
-    if exe is None or not python.has_module("numpy"):
-        pytest.skip("numpy is not installed for Python %s" % python.id)
+    exe = python.with_module("numpy")
     res = record(python, NATIVE / "numpy_work.py", "1.2", opts=["--native"], exe=exe)
     assert res.returncode == 0, res.stderr
     prof = Profile(res.path)

@@ -156,8 +156,7 @@ def test_perf_report_names_jit_function(debian_python, tmp_path):
     perf inject --jit; perf report --sort sym,srcline names hot_kernel and
     its hot line (NUMBA_DEBUGINFO=1), from the perf map and jitdump the
     agent writes for the JIT images it discovers (src/agent/jit.c)."""
-    if not debian_python.has_module("numba", venv=False):
-        pytest.fail("Debian's python3-numba is not installed (scripts/deps.sh installs it)")
+    debian_python.with_module("numba")
     reason = perf_usable(tmp_path)
     if reason:
         pytest.skip(reason)
