@@ -134,10 +134,10 @@ check-pythons: all
 	@fail=0; \
 	$(foreach v,$(PY_BUILDS),[ -f $(LIBDIR)/strata-py-$(v).so ] || \
 		{ echo "strata: Python $(v): $(LIBDIR)/strata-py-$(v).so was not built" >&2; fail=1; };) \
-	$(foreach v,$(PY_UNBUILT),echo "strata: Python $(v) ($(PY_EXE_$(v))) is installed but has no agent build: \
-		no internal headers (internal/pycore_*.h) under $(PY_NOHEADERS_$(v)); install them, or leave it out with PYTHONS=" >&2; fail=1;) \
-	$(foreach p,$(PY_BROKEN),echo "strata: $(p) does not run, so it has no agent build: repair or remove it, \
-		or leave it out with PYTHONS=" >&2; fail=1;) \
+	$(foreach v,$(PY_UNBUILT),echo "strata: Python $(v) ($(PY_EXE_$(v))) is installed but has no agent build:" \
+		"no internal headers (internal/pycore_*.h) under $(PY_NOHEADERS_$(v)); install them, or leave it out with PYTHONS=" >&2; fail=1;) \
+	$(foreach p,$(PY_BROKEN),echo "strata: $(p) does not run, so it has no agent build:" \
+		"repair or remove it, or leave it out with PYTHONS=" >&2; fail=1;) \
 	$(foreach v,$(PY_OTHER),echo "strata: Python $(v) ($(PY_EXE_$(v))): not supported (supported are $(SUPPORTED_MINORS)), not tested";) \
 	[ $$fail -eq 0 ] && echo "strata: agent modules for every supported Python found: $(PY_BUILDS)"
 
