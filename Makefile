@@ -62,18 +62,27 @@ AGENTD_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENTD_SRC) $(COMMON_SRC))
 # One agent module per interpreter: the fragment lists versions and headers.
 # It is remade when the script or the PYTHONS choice changes (the stamp holds
 # the last choice), so `make PYTHONS=...` always builds what it names.
+# It is also remade when pyenv gains or loses an interpreter (the versions
+# directory changes), so the check below compares with what is there now.
 PYTHONS_STAMP = $(BUILD)/pythons.choice
 $(shell mkdir -p $(BUILD) && (echo '$(PYTHONS)' | cmp -s - $(PYTHONS_STAMP) || echo '$(PYTHONS)' > $(PYTHONS_STAMP)))
-$(BUILD)/pythons.mk: scripts/pythons.sh $(PYTHONS_STAMP)
+PYENV_VERSIONS := $(if $(PYTHONS),,$(wildcard $(shell pyenv root 2>/dev/null || echo "$${PYENV_ROOT:-$$HOME/.pyenv}")/versions))
+$(BUILD)/pythons.mk: scripts/pythons.sh $(PYTHONS_STAMP) $(PYENV_VERSIONS)
 	@mkdir -p $(BUILD)
 	@scripts/pythons.sh $(PYTHONS) > $@.tmp && mv $@.tmp $@
 -include $(BUILD)/pythons.mk
-PY_BUILDS = $(foreach v,$(PY_VERSIONS),$(if $(filter $(PY_MINOR_$(v)),$(SUPPORTED_MINORS)),$(v)))
+# Found and supported; of those, the ones with internal headers are built.
+PY_SUPPORTED = $(foreach v,$(PY_VERSIONS),$(if $(filter $(PY_MINOR_$(v)),$(SUPPORTED_MINORS)),$(v)))
+PY_BUILDS = $(foreach v,$(PY_SUPPORTED),$(if $(PY_INC_$(v)),$(v)))
+PY_UNBUILT = $(filter-out $(PY_BUILDS),$(PY_SUPPORTED))
+PY_OTHER = $(filter-out $(PY_SUPPORTED),$(PY_VERSIONS))
 PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so $(LIBDIR)/strata-pyreader-$(v).so)
-$(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
-	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
+$(if $(PY_OTHER),$(info strata: not building for Python $(PY_OTHER): supported are $(SUPPORTED_MINORS)))
+$(foreach v,$(PY_UNBUILT),\
+	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
+$(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
@@ -136,8 +145,22 @@ check: deps
 	$(MAKE) asan
 	$(MAKE) func
 
-func: all
+func: all check-pythons
 	scripts/run-func-tests.sh
+
+# Every interpreter found has its agent module, or `make check` fails: the
+# functional suite cannot test a Python it has no agent for, and a skip
+# would hide that. Versions outside SUPPORTED_MINORS are reported only.
+check-pythons: all
+	@fail=0; \
+	$(foreach v,$(PY_BUILDS),[ -f $(LIBDIR)/strata-py-$(v).so ] && [ -f $(LIBDIR)/strata-pyreader-$(v).so ] || \
+		{ echo "strata: Python $(v): $(LIBDIR)/strata-py-$(v).so or strata-pyreader-$(v).so was not built" >&2; fail=1; };) \
+	$(foreach v,$(PY_UNBUILT),echo "strata: Python $(v) ($(PY_EXE_$(v))) is installed but has no agent build:" \
+		"no internal headers (internal/pycore_*.h) under $(PY_NOHEADERS_$(v)); install them, or leave it out with PYTHONS=" >&2; fail=1;) \
+	$(foreach p,$(PY_BROKEN),echo "strata: $(p) does not run, so it has no agent build:" \
+		"repair or remove it, or leave it out with PYTHONS=" >&2; fail=1;) \
+	$(foreach v,$(PY_OTHER),echo "strata: Python $(v) ($(PY_EXE_$(v))): not supported (supported are $(SUPPORTED_MINORS)), not tested";) \
+	[ $$fail -eq 0 ] && echo "strata: agent modules for every supported Python found: $(PY_BUILDS)"
 
 # Every CPython 3.8-3.13 present, against the interpreters' own answers
 # (docs/versions.md); an absent version is reported as skipped.

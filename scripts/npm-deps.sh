@@ -5,21 +5,21 @@
 # `npm ci`: never globally, never a browser download (playwright-core only;
 # the browser is Debian's chromium from deps.sh).
 #
-# Without npm or without the network it says so and exits 0: the tests
-# that need a missing tool skip with a message naming it.
+# Exits non-zero when they cannot be installed (no npm, no network): the
+# web-format tests need them, and `make check` must stop here rather than
+# report those tests as anything but run.
 set -u
-cd "$(dirname "$0")/../tests/js"
+cd "$(dirname "$0")/../tests/js" || exit 1
 if ! command -v npm >/dev/null 2>&1; then
-	echo "npm-deps.sh: npm not found; tests that need npm tools will skip" >&2
-	exit 0
+	echo "npm-deps.sh: npm not found: install Node.js and npm (they check the speedscope, chrome, gecko and html exports)" >&2
+	exit 1
 fi
 stamp=node_modules/.strata-installed
 if [ -f "$stamp" ] && cmp -s package-lock.json "$stamp"; then
 	exit 0
 fi
-if npm ci --no-audit --no-fund --loglevel=error; then
-	cp package-lock.json "$stamp"
-else
-	echo "npm-deps.sh: npm ci failed (no network?); tests that need npm tools will skip" >&2
+if ! npm ci --no-audit --no-fund --loglevel=error; then
+	echo "npm-deps.sh: npm ci failed in tests/js (no network, or no access to the npm registry?); the web-format tests cannot run without these packages" >&2
+	exit 1
 fi
-exit 0
+cp package-lock.json "$stamp"

@@ -6,11 +6,14 @@
 #
 #   scripts/pyenvs.sh            create/update the virtualenvs that are missing
 #
-# A virtualenv is complete when its .ready file exists; a failed install
-# (no network, no wheel for that version) leaves it incomplete and the tests
-# that need it skip with a message naming the version.
+# A virtualenv is complete when its .ready file exists. A failed install (no
+# network, no wheel for that version) leaves it incomplete, and the script
+# goes on with the others and then exits non-zero: the tests that need
+# NumPy or Numba under that version cannot run, and `make check` says so
+# here rather than later.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+failed=""
 root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
 mkdir -p .venvs
 for py in "$root"/versions/*/bin/python; do
@@ -22,13 +25,18 @@ for py in "$root"/versions/*/bin/python; do
 	v=.venvs/$ver
 	[ -f "$v/.ready" ] && continue
 	echo "pyenvs.sh: preparing $v" >&2
-	"$py" -m venv "$v" || { echo "pyenvs.sh: cannot create a virtualenv for $ver" >&2; continue; }
+	"$py" -m venv "$v" || { echo "pyenvs.sh: cannot create a virtualenv for $ver" >&2; failed="$failed $ver"; continue; }
 	pkgs="numpy"
-	# Current Numba supports 3.10 and newer.
+	# Current Numba supports 3.10 and newer (NUMBA_FROM in tests/func/conftest.py).
 	[ "$minor" -ge 10 ] && pkgs="$pkgs numba"
 	if "$v/bin/python" -m pip install -q --disable-pip-version-check $pkgs; then
 		touch "$v/.ready"
 	else
-		echo "pyenvs.sh: installing $pkgs for $ver failed; tests needing them will skip" >&2
+		echo "pyenvs.sh: installing $pkgs for $ver failed" >&2
+		failed="$failed $ver"
 	fi
 done
+if [ -n "$failed" ]; then
+	echo "pyenvs.sh: no complete test virtualenv for Python$failed: the tests that use NumPy or Numba under it cannot run" >&2
+	exit 1
+fi

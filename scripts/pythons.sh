@@ -1,12 +1,18 @@
 #!/bin/sh
-# pythons.sh — lists the Python interpreters strata builds an agent for, as a
-# makefile fragment (one agent module per interpreter, from its own headers).
+# pythons.sh — lists the Python interpreters found, as a makefile fragment:
+# strata builds one agent module per supported interpreter, from its own
+# headers, and `make check` fails for one it could not build.
 #
 #   scripts/pythons.sh [PYTHON...]
 #
 # Without arguments: Debian's /usr/bin/python3 and every pyenv interpreter
-# from 3.8 on (under `pyenv root`, or ~/.pyenv). Interpreters without their
-# internal headers are skipped with a note on stderr.
+# (under `pyenv root`, or ~/.pyenv). For each version that runs:
+#   PY_EXE_<ver>, PY_MINOR_<ver>   always
+#   PY_INC_<ver>                   its headers, when the internal ones are there
+#   PY_NOHEADERS_<ver>             else where they were looked for
+# and PY_VERSIONS (every version that runs, first interpreter of a version
+# wins), PY_BROKEN (interpreters that do not run). Which minor versions are
+# supported is the Makefile's business (SUPPORTED_MINORS).
 set -u
 
 if [ $# -eq 0 ]; then
@@ -19,24 +25,29 @@ if [ $# -eq 0 ]; then
 fi
 
 versions=""
+broken=""
 for py in "$@"; do
+	# Python 2 runs this too, so that it is reported, not taken for broken.
 	info=$("$py" -c 'import sys, sysconfig
 v = sys.version_info
-print("%d.%d.%d" % v[:3], "%d.%d" % v[:2], sysconfig.get_paths()["include"], v >= (3, 8))' 2>/dev/null) || {
-		echo "pythons.sh: skipping $py (does not run)" >&2; continue; }
-	set -- $info
-	ver=$1; minor=$2; inc=$3; ok=$4
-	if [ "$ok" != True ]; then
-		continue # older than 3.8: not supported
-	fi
-	if [ ! -f "$inc/internal/pycore_pystate.h" ]; then
-		echo "pythons.sh: skipping $py: no internal headers under $inc" >&2
+sys.stdout.write("%d.%d.%d %d.%d %s\n" % (v[0], v[1], v[2], v[0], v[1], sysconfig.get_paths()["include"]))' 2>/dev/null) || {
+		echo "pythons.sh: $py does not run" >&2
+		broken="$broken $py"
 		continue
-	fi
+	}
+	ver=${info%% *}
+	rest=${info#* }
+	minor=${rest%% *}
+	inc=${rest#* }
 	case " $versions " in *" $ver "*) continue ;; esac
 	versions="$versions $ver"
-	echo "PY_INC_$ver := $inc"
 	echo "PY_EXE_$ver := $py"
 	echo "PY_MINOR_$ver := $minor"
+	if [ -f "$inc/internal/pycore_pystate.h" ]; then
+		echo "PY_INC_$ver := $inc"
+	else
+		echo "PY_NOHEADERS_$ver := $inc"
+	fi
 done
 echo "PY_VERSIONS :=$versions"
+echo "PY_BROKEN :=$broken"

@@ -65,16 +65,36 @@ static int agent_mapped(pid_t pid)
 	return found;
 }
 
+/* The effective uid of process pid (the Uid: line of /proc/PID/status):
+ * the one its agent names and owns its socket directory with. 0 and the
+ * uid in *uid, or -1. */
+static int target_uid(pid_t pid, uid_t *uid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	int rc = -1;
+	unsigned ruid, euid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Uid: %u %u", &ruid, &euid) == 2) {
+			*uid = (uid_t)euid;
+			rc = 0;
+			break;
+		}
+	fclose(f);
+	return rc;
+}
+
 int ctl_find(pid_t pid, char *out, size_t n, char *err, size_t errlen)
 {
-	char proc[64];
 	struct stat st;
-	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
-	if (pid <= 0 || stat(proc, &st) != 0) {
+	uid_t uid;
+	if (pid <= 0 || target_uid(pid, &uid) != 0) {
 		snprintf(err, errlen, "no process %d", (int)pid);
 		return -1;
 	}
-	uid_t uid = st.st_uid;
 	char xdg[4096], dir[4352], cand[2][108];
 	target_xdg(pid, xdg, sizeof(xdg));
 	int nc = 0;
@@ -119,10 +139,101 @@ const char *ctl_value(const char *reply, const char *key, char *out, size_t n)
 	return out;
 }
 
+/*
+ * Trust, before anything is sent. A request can carry a descriptor for a
+ * file of ours, and a reply is believed, so whoever listens at the path
+ * must be the target's agent and nobody else. Others could plant a
+ * directory at /tmp/strata-UID before the agent makes it, or a socket in
+ * a directory they can write; the agent refuses to use such a directory,
+ * and so do we. The listener's credentials settle the rest: SO_PEERCRED
+ * names the process that called listen(), and the agent does that in the
+ * target process itself.
+ *
+ * `want` is the uid that must own everything: ours, or for root (who may
+ * reach any user's process) the target's.
+ */
+#define REFUSE "refusing to talk to process %d through it; remove it and restart the target"
+
+static int check_path(pid_t pid, const char *path, uid_t want, char *err, size_t errlen)
+{
+	char dir[108];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir) {
+		snprintf(err, errlen, "%s: the control socket of process %d is not in a directory of its own", path,
+			 (int)pid);
+		return -1;
+	}
+	*slash = 0;
+	struct stat st;
+	if (lstat(dir, &st) != 0) {
+		snprintf(err, errlen, "cannot check %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		snprintf(err, errlen, "%s is a symbolic link, not the agent's directory: " REFUSE, dir, (int)pid);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a directory: " REFUSE, dir, (int)pid);
+		return -1;
+	}
+	if (st.st_uid != want) {
+		snprintf(err, errlen, "%s belongs to uid %u, not uid %u: " REFUSE, dir, (unsigned)st.st_uid,
+			 (unsigned)want, (int)pid);
+		return -1;
+	}
+	if (st.st_mode & 022) {
+		snprintf(err, errlen, "%s is writable by %s (mode %04o): " REFUSE, dir,
+			 (st.st_mode & 002) ? "others" : "its group", (unsigned)(st.st_mode & 07777), (int)pid);
+		return -1;
+	}
+	if (lstat(path, &st) != 0) {
+		snprintf(err, errlen, "cannot check %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a socket: " REFUSE, path, (int)pid);
+		return -1;
+	}
+	if (st.st_uid != want) {
+		snprintf(err, errlen, "%s belongs to uid %u, not uid %u: " REFUSE, path, (unsigned)st.st_uid,
+			 (unsigned)want, (int)pid);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_peer(int s, pid_t pid, const char *path, uid_t want, char *err, size_t errlen)
+{
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) {
+		snprintf(err, errlen, "cannot tell who listens on %s (%s): refusing to talk to process %d through it",
+			 path, strerror(errno), (int)pid);
+		return -1;
+	}
+	if (cr.pid != pid || cr.uid != want) {
+		snprintf(err, errlen,
+			 "%s is served by process %d (uid %u), not process %d (uid %u): refusing to send it anything; "
+			 "remove it and restart the target",
+			 path, (int)cr.pid, (unsigned)cr.uid, (int)pid, (unsigned)want);
+		return -1;
+	}
+	return 0;
+}
+
 int ctl_call(pid_t pid, const char *req, int fd, char *reply, size_t n, int timeout_ms, char *err, size_t errlen)
 {
 	char path[108];
 	if (ctl_find(pid, path, sizeof(path), err, errlen))
+		return -1;
+	uid_t want = geteuid();
+	if (want == 0 && target_uid(pid, &want) != 0) {
+		snprintf(err, errlen, "no process %d", (int)pid);
+		return -1;
+	}
+	if (check_path(pid, path, want, err, errlen))
 		return -1;
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (s < 0) {
@@ -149,6 +260,10 @@ int ctl_call(pid_t pid, const char *req, int fd, char *reply, size_t n, int time
 		} else {
 			snprintf(err, errlen, "cannot connect to %s: %s", path, strerror(e));
 		}
+		return -1;
+	}
+	if (check_peer(s, pid, path, want, err, errlen)) {
+		close(s);
 		return -1;
 	}
 	if (ctl_send(s, req, strlen(req), fd)) {

@@ -20,7 +20,10 @@ int ctl_find(pid_t pid, char *out, size_t n, char *err, size_t errlen);
  * and reads the reply into reply. Returns 0 if the agent answered "ok",
  * 1 if it answered with an error (err holds it, without "error: "), -1 if
  * the request could not be made (err says why; a stale socket of a dead
- * agent is removed). timeout_ms bounds the wait for the reply. */
+ * agent is removed). Nothing is sent unless the socket's directory and the
+ * socket are the target owner's and private, and the listener is the
+ * target process itself (SO_PEERCRED); otherwise err says what was found.
+ * timeout_ms bounds the wait for the reply. */
 int ctl_call(pid_t pid, const char *req, int fd, char *reply, size_t n, int timeout_ms, char *err, size_t errlen);
 
 /* The value of key in an "ok" reply (empty string if absent); a static

@@ -7,7 +7,8 @@
  * Location: $XDG_RUNTIME_DIR/strata/PID.sock when XDG_RUNTIME_DIR names a
  * directory owned by the process's user, else /tmp/strata-UID/PID.sock.
  * The directory is 0700 and the socket 0600; the agent also checks every
- * peer's uid with SO_PEERCRED.
+ * peer's uid with SO_PEERCRED, and the CLI checks the listener's pid and
+ * uid the same way before it sends anything.
  *
  * Framing: a SOCK_SEQPACKET connection carries one request and one reply,
  * each a single message of at most CTL_MSG_MAX bytes. A message is text

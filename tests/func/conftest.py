@@ -5,8 +5,11 @@ built `strata` and asserts on what the profile says, through the same
 interfaces users have (`strata report --json`, exports, exit codes).
 
 Interpreters: the `python` fixture is parametrized over every interpreter
-strata supports. One that is not installed here, or has no agent build,
-is skipped with a message that names it. STRATA_TEST_PYTHONS (a
+strata supports. One that is not installed here is skipped with a message
+that names it; one that is installed but does not run, or has no agent
+build, fails (unless the build was made for a PYTHONS= list that leaves it
+out): a Python present on the machine that strata cannot profile is a
+fault to report, not a test to skip. STRATA_TEST_PYTHONS (a
 space-separated list of ids, e.g. "debian-3.11 3.12") narrows the set.
 """
 import json
@@ -24,6 +27,10 @@ STRATA = BUILD / "bin" / "strata"
 AGENT_DIR = BUILD / "lib" / "strata"
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 VENVS = Path(os.environ.get("STRATA_VENVS", ROOT / ".venvs"))
+
+
+# scripts/pyenvs.sh installs Numba in the virtualenvs of these versions on.
+NUMBA_FROM = (3, 10)
 
 
 def _pyenv_root():
@@ -75,18 +82,50 @@ class Interp:
             return False
         return subprocess.run([str(exe), "-c", "import " + name], capture_output=True).returncode == 0
 
-    def skip_reason(self):
+    def with_module(self, name):
+        """The interpreter to run a program that imports numpy or numba
+        with: this version's virtualenv, or Debian's own. Skips the test
+        where the project installs no such package for this version (Numba
+        before 3.10); fails it where it should have been installed, since
+        scripts/pyenvs.sh and scripts/deps.sh fail when they cannot."""
+        if name == "numba" and not self.id.startswith("debian") and self.minor < NUMBA_FROM:
+            pytest.skip("no Numba for Python %s: current Numba supports %d.%d and newer" % ((self.version,) + NUMBA_FROM))
+        if not self.has_module(name):
+            where = ("Debian package python3-%s; scripts/deps.sh" % name if self.id.startswith("debian")
+                     else "the test virtualenv %s; scripts/pyenvs.sh" % (VENVS / self.version))
+            pytest.fail("%s is not installed for Python %s (%s)" % (name, self.version, where))
+        return self.venv_python()
+
+    def require(self):
+        """Returns self if programs can be profiled under this interpreter;
+        skips the test if it is not installed, fails it if it is but does
+        not run or has no agent build."""
         if self.exe is None or not self.exe.exists():
-            return "Python %s is not installed on this machine" % self.id
+            pytest.skip("Python %s is not installed on this machine" % self.id)
         if not self.version:
-            return "Python %s (%s) does not run" % (self.id, self.exe)
-        builds = list(AGENT_DIR.glob("strata-py-%d.%d.*.so" % self.minor))
-        if not builds:
-            return "no strata agent build for Python %s (%s)" % (self.version, self.exe)
-        return None
+            pytest.fail("Python %s (%s) is installed but does not run" % (self.id, self.exe))
+        # Any build of the same X.Y serves (the agent falls back to one).
+        if not list(AGENT_DIR.glob("strata-py-%d.%d.*.so" % self.minor)):
+            chosen = _chosen_pythons()
+            if chosen is not None and os.path.realpath(self.exe) not in chosen:
+                pytest.skip("Python %s (%s): the build was made for PYTHONS=%s only"
+                            % (self.version, self.exe, " ".join(sorted(chosen))))
+            pytest.fail("Python %s (%s) is installed but has no strata agent build in %s: "
+                        "`make check-pythons` says why" % (self.version, self.exe, AGENT_DIR))
+        return self
 
     def __repr__(self):
         return "Interp(%s, %s)" % (self.id, self.exe)
+
+
+def _chosen_pythons():
+    """The interpreters named by `make PYTHONS=...` for this build (their
+    real paths), or None when the build took every one it found."""
+    try:
+        chosen = (BUILD / "pythons.choice").read_text().split()
+    except OSError:
+        return None
+    return {os.path.realpath(p) for p in chosen} or None
 
 
 ALL_IDS = ["debian-3.11", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
@@ -114,21 +153,13 @@ def get_interp(ident):
 
 @pytest.fixture(params=_selected_ids())
 def python(request):
-    it = get_interp(request.param)
-    reason = it.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    return it
+    return get_interp(request.param).require()
 
 
 @pytest.fixture
 def debian_python():
     """Debian's /usr/bin/python3 (3.11), which has numpy and numba from Debian."""
-    it = get_interp("debian-3.11")
-    reason = it.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    return it
+    return get_interp("debian-3.11").require()
 
 
 class Result:
@@ -172,6 +203,17 @@ def record(tmp_path):
         return Result(proc, out)
 
     return run
+
+
+def need_tool(name, how):
+    """The path of a program a test checks strata's output with (an
+    export's consumer, perf, a compiler). scripts/deps.sh installs every
+    one of them, so one that is missing fails the test that needs it: a
+    check that did not run must not pass as one that did."""
+    path = shutil.which(name)
+    if not path:
+        pytest.fail("%s is not installed (%s): this test checks strata's output with it" % (name, how))
+    return path
 
 
 def func_row(report, name):

@@ -330,3 +330,191 @@ def test_socket_follows_fork_and_exit(debian_python, tmp_path):
     finally:
         stop(p)
     assert wait_for(lambda: not sock_path(p.pid).exists(), timeout=10)
+
+
+# ---- the client trusts nothing it did not check -------------------------
+#
+# A fake agent: another process (never the target) listening where the
+# target's socket belongs. It logs what each connection carried, and ends
+# when the test connects with "END" (connections are accepted in order, so
+# by then every connection strata made has been logged).
+FAKE_AGENT = r'''
+import array, os, socket, sys
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+srv.bind(sys.argv[1])
+srv.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = srv.accept()
+    c.settimeout(10)
+    try:
+        msg, anc, _, _ = c.recvmsg(8192, socket.CMSG_SPACE(16))
+    except OSError as e:
+        print("error", e, flush=True)
+        c.close()
+        continue
+    if msg == b"END":
+        break
+    fds = array.array("i")
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    print("got %d bytes %d fds %r" % (len(msg), len(fds), msg[:40]), flush=True)
+    for fd in fds:
+        os.close(fd)
+    if msg:
+        # What a standby agent says, so that a client that believes it
+        # goes on to send the next request (an output descriptor).
+        c.send(b"ok\npid=%s\npython=3.11.2\nmode=cpu\nrate=1000\nsampling=off\nsamples=0\n"
+               b"dropped=0\nthreads=1\nloaded=preload\noutput=\n" % sys.argv[2].encode())
+    c.close()
+'''
+
+
+class FakeAgent:
+    def __init__(self, path, target_pid):
+        self.path = Path(path)
+        self.proc = subprocess.Popen([sys.executable, "-c", FAKE_AGENT, str(path), str(target_pid)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready", self.proc.stderr.read()
+
+    def log(self):
+        """Ends the fake agent; returns what each connection carried."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(str(self.path))
+            s.send(b"END")
+        finally:
+            s.close()
+        out, err = self.proc.communicate(timeout=20)
+        assert self.proc.returncode == 0, err
+        return out.splitlines()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A target (a plain process) whose XDG_RUNTIME_DIR is a fresh private
+    directory, so its control socket belongs at xdg/strata/PID.sock, where
+    each test plants what it likes."""
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    target = subprocess.Popen(["sleep", "60"], env=dict(os.environ, XDG_RUNTIME_DIR=str(xdg)))
+    fakes = []
+
+    class Planted:
+        pass
+    p = Planted()
+    p.xdg, p.pid, p.dir = xdg, target.pid, xdg / "strata"
+    p.sock = p.dir / ("%d.sock" % target.pid)
+
+    def fake(path=None):
+        f = FakeAgent(path or p.sock, target.pid)
+        fakes.append(f)
+        return f
+    p.fake = fake
+    try:
+        yield p
+    finally:
+        for f in fakes:
+            f.kill()
+        target.kill()
+        target.wait()
+
+
+def nobody_uid():
+    return int(subprocess.check_output(["id", "-u", "nobody"]))
+
+
+def refused(r, *words):
+    """strata gave up with one clear line naming what was wrong."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("strata: "), r.stderr
+    assert "refusing" in lines[0] and "restart" in lines[0], r.stderr
+    for w in words:
+        assert w in lines[0], (w, r.stderr)
+
+
+def test_real_agent_in_runtime_dir(debian_python, tmp_path):
+    """The checks let a real agent through: its own XDG_RUNTIME_DIR/strata."""
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    p = subprocess.Popen([str(debian_python.exe), str(PROGRAMS / "split.py"), "30"],
+                         env=agent_env(XDG_RUNTIME_DIR=str(xdg)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        st = wait_agent(p.pid, p)
+        assert st["pid"] == str(p.pid)
+        assert (xdg / "strata" / ("%d.sock" % p.pid)).is_socket()
+    finally:
+        stop(p)
+
+
+@pytest.mark.parametrize("mode,what", [(0o777, "writable by others (mode 0777)"),
+                                       (0o770, "writable by its group (mode 0770)")])
+def test_loose_socket_dir_refused(planted, mode, what):
+    planted.dir.mkdir()
+    planted.dir.chmod(mode)
+    fake = planted.fake()
+    r = strata("ctl", planted.pid, "status")
+    refused(r, str(planted.dir), what, "process %d" % planted.pid)
+    assert fake.log() == [], "strata connected through a directory others can write"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give a directory to another user")
+def test_foreign_socket_dir_refused(planted):
+    planted.dir.mkdir(mode=0o700)
+    fake = planted.fake()
+    os.chown(planted.dir, nobody_uid(), -1)
+    r = strata("ctl", planted.pid, "status")
+    refused(r, str(planted.dir), "belongs to uid %d" % nobody_uid())
+    assert fake.log() == []
+
+
+def test_symlinked_socket_dir_refused(planted):
+    real = planted.xdg / "elsewhere"
+    real.mkdir(mode=0o700)
+    planted.dir.symlink_to(real)
+    fake = planted.fake(real / planted.sock.name)
+    r = strata("ctl", planted.pid, "status")
+    refused(r, str(planted.dir), "symbolic link")
+    assert fake.log() == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give a socket to another user")
+def test_foreign_socket_refused(planted):
+    planted.dir.mkdir(mode=0o700)
+    fake = planted.fake()
+    os.chown(planted.sock, nobody_uid(), -1)
+    r = strata("ctl", planted.pid, "status")
+    refused(r, str(planted.sock), "belongs to uid %d" % nobody_uid())
+    assert fake.log() == []
+
+
+def test_impostor_listener_refused(planted, tmp_path):
+    """A socket in the right place, with the right owner, served by another
+    process: every client sees the listener is not the target, and sends it
+    neither a request nor a descriptor."""
+    planted.dir.mkdir(mode=0o700)
+    fake = planted.fake()
+    who = "process %d" % fake.proc.pid
+    r = strata("ctl", planted.pid, "status")
+    refused(r, str(planted.sock), who, "not process %d" % planted.pid)
+    assert "pid " not in r.stdout
+    dump = tmp_path / "dump.strata"
+    r = strata("ctl", planted.pid, "dump", dump)
+    refused(r, who)
+    assert not dump.exists()
+    out = tmp_path / "rec.strata"
+    r = strata("record", "--pid", planted.pid, "-d", "1", "-o", out)
+    refused(r, who)
+    assert not out.exists()
+    r = strata("top", "--pid", planted.pid, "--no-curses", timeout=30)
+    refused(r, who)
+    log = fake.log()
+    assert len(log) == 4, log
+    assert all(line.startswith("got 0 bytes 0 fds") for line in log), log

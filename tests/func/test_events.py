@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, STRATA, func_row, strata
+from conftest import PROGRAMS, STRATA, func_row, need_tool, strata
 
 
 def marked_line(prog, marker):
@@ -150,14 +150,12 @@ def test_annotate_event_columns(python, record):
     assert "cpu-clock" in head and "page-faults" in head, head
 
 
-# ---- exports (written on another branch: skipped until the format exists) --------
+# ---- exports -------------------------------------------------------------------
 
 
 def _converted(path, fmt, tmp_path):
     out = tmp_path / ("out." + fmt)
     res = strata("convert", path, "-f", fmt, "-o", out)
-    if res.returncode != 0 and ("unknown" in res.stderr or "format" in res.stderr) and not out.exists():
-        pytest.skip("strata has no %s exporter yet: %s" % (fmt, res.stderr.strip()))
     assert res.returncode == 0, res.stderr
     return out
 
@@ -171,9 +169,7 @@ def test_callgrind_has_a_column_per_event(debian_python, record, tmp_path):
     assert m, text[:500]
     cols = m.group(1).split()
     assert len(cols) == 3 and any("page" in c.lower() for c in cols) and any("cpu" in c.lower() for c in cols), cols
-    tool = shutil.which("callgrind_annotate")
-    if not tool:
-        return
+    tool = need_tool("callgrind_annotate", "Debian package valgrind; scripts/deps.sh")
     pf = next(c for c in cols if "page" in c.lower())
     ann = subprocess.run([tool, "--show=" + pf, "--sort=" + pf, str(out)], capture_output=True, text=True)
     assert ann.returncode == 0, ann.stderr

@@ -5,15 +5,14 @@ and `protoc --decode` with our own description of profile.proto).
 Every number a consumer prints is compared with the known answer: the
 profile's own report (`strata report --json`) for recorded programs, or the
 answer computed by tests/tools/synthprof for synthetic profiles (several
-events, recursion, native and JIT frames). A consumer that is not installed
-skips its tests with a message naming it; scripts/deps.sh installs them.
+events, recursion, native and JIT frames). scripts/deps.sh installs every
+consumer; one that is missing fails the tests that need it, naming it.
 """
 import codecs
 import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from collections import defaultdict
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, STRATA, get_interp, strata
+from conftest import BUILD, PROGRAMS, STRATA, get_interp, need_tool, strata
 
 FLAMEGRAPH = Path("/usr/share/perl5/Devel/NYTProf/flamegraph.pl")
 SYNTHPROF = BUILD / "tests" / "synthprof"
@@ -34,23 +33,22 @@ GO_TIMEOUT = 900
 
 
 def need_callgrind_annotate():
-    if not shutil.which("callgrind_annotate"):
-        pytest.skip("callgrind_annotate is not installed (Debian package valgrind; scripts/deps.sh)")
+    need_tool("callgrind_annotate", "Debian package valgrind; scripts/deps.sh")
 
 
 def need_flamegraph():
-    if not FLAMEGRAPH.exists() or not shutil.which("perl"):
-        pytest.skip("flamegraph.pl is not installed (%s, Debian package libdevel-nytprof-perl)" % FLAMEGRAPH)
+    need_tool("perl", "Debian package perl")
+    if not FLAMEGRAPH.exists():
+        pytest.fail("flamegraph.pl is not installed (%s, Debian package libdevel-nytprof-perl; scripts/deps.sh)"
+                    % FLAMEGRAPH)
 
 
 def need_go():
-    if not shutil.which("go"):
-        pytest.skip("Go is not installed: `go tool pprof` checks the pprof export")
+    need_tool("go", "Debian package golang-go; scripts/deps.sh: `go tool pprof` checks the pprof export")
 
 
 def need_protoc():
-    if not shutil.which("protoc"):
-        pytest.skip("protoc is not installed (Debian package protobuf-compiler; scripts/deps.sh)")
+    need_tool("protoc", "Debian package protobuf-compiler; scripts/deps.sh")
 
 
 def need_synthprof():
@@ -323,11 +321,7 @@ def _record(python, tmp, prog, *args):
 
 @pytest.fixture(scope="module")
 def debian():
-    it = get_interp("debian-3.11")
-    reason = it.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    return it
+    return get_interp("debian-3.11").require()
 
 
 @pytest.fixture(scope="module")
@@ -667,19 +661,19 @@ def test_split_every_format(python, tmp_path):
     heavy, light = rec.func("heavy")["total"], rec.func("light")["total"]
     assert_split(heavy, light, "report")
     prog = rec.func("heavy")["file"]
-    if shutil.which("callgrind_annotate"):
-        convert(rec.path, "callgrind", tmp_path / "s.callgrind")
-        ann = callgrind_annotate(tmp_path / "s.callgrind", tmp_path)
-        assert (ann["funcs"]["%s:heavy" % prog]["cost"][0], ann["funcs"]["%s:light" % prog]["cost"][0]) == \
-            (heavy, light)
-    if FLAMEGRAPH.exists():
-        convert(rec.path, "collapsed", tmp_path / "s.folded")
-        frames = flamegraph(tmp_path / "s.folded", tmp_path / "s.svg")
-        assert (fg_total(frames, "heavy"), fg_total(frames, "light")) == (heavy, light)
-    if shutil.which("go"):
-        convert(rec.path, "pprof", tmp_path / "s.pb.gz")
-        rows, _, _ = pprof_top(tmp_path / "s.pb.gz")
-        assert (rows["heavy"][1], rows["light"][1]) == (heavy, light)
+    need_callgrind_annotate()
+    convert(rec.path, "callgrind", tmp_path / "s.callgrind")
+    ann = callgrind_annotate(tmp_path / "s.callgrind", tmp_path)
+    assert (ann["funcs"]["%s:heavy" % prog]["cost"][0], ann["funcs"]["%s:light" % prog]["cost"][0]) == \
+        (heavy, light)
+    need_flamegraph()
+    convert(rec.path, "collapsed", tmp_path / "s.folded")
+    frames = flamegraph(tmp_path / "s.folded", tmp_path / "s.svg")
+    assert (fg_total(frames, "heavy"), fg_total(frames, "light")) == (heavy, light)
+    need_go()
+    convert(rec.path, "pprof", tmp_path / "s.pb.gz")
+    rows, _, _ = pprof_top(tmp_path / "s.pb.gz")
+    assert (rows["heavy"][1], rows["light"][1]) == (heavy, light)
 
 
 def test_unusual_every_format(python, tmp_path):
@@ -687,23 +681,23 @@ def test_unusual_every_format(python, tmp_path):
     the end) pass every consumer under every interpreter."""
     rec = _record(python, tmp_path, "unusual.py", str(tmp_path))
     names = ("größe_berechnen", "func2024", "main.<locals>.<lambda>", "weird_name_in_odd_file")
-    if shutil.which("callgrind_annotate"):
-        convert(rec.path, "callgrind", tmp_path / "u.callgrind")
-        ann = callgrind_annotate(tmp_path / "u.callgrind", tmp_path)
-        for name in names:
-            f = rec.func(name)
-            assert ann["funcs"]["%s:%s" % (f["file"], name)]["cost"][0] == f["total"], name
-    if FLAMEGRAPH.exists():
-        convert(rec.path, "collapsed", tmp_path / "u.folded")
-        frames = flamegraph(tmp_path / "u.folded", tmp_path / "u.svg")
-        for name in names:
-            assert fg_total(frames, name) == rec.func(name)["total"], name
-    if shutil.which("go"):
-        convert(rec.path, "pprof", tmp_path / "u.pb.gz")
-        rows, _, _ = pprof_top(tmp_path / "u.pb.gz")
-        for name in names:
-            f = rec.func(name)
-            assert rows.get(name) == (f["self"], f["total"]), name
+    need_callgrind_annotate()
+    convert(rec.path, "callgrind", tmp_path / "u.callgrind")
+    ann = callgrind_annotate(tmp_path / "u.callgrind", tmp_path)
+    for name in names:
+        f = rec.func(name)
+        assert ann["funcs"]["%s:%s" % (f["file"], name)]["cost"][0] == f["total"], name
+    need_flamegraph()
+    convert(rec.path, "collapsed", tmp_path / "u.folded")
+    frames = flamegraph(tmp_path / "u.folded", tmp_path / "u.svg")
+    for name in names:
+        assert fg_total(frames, name) == rec.func(name)["total"], name
+    need_go()
+    convert(rec.path, "pprof", tmp_path / "u.pb.gz")
+    rows, _, _ = pprof_top(tmp_path / "u.pb.gz")
+    for name in names:
+        f = rec.func(name)
+        assert rows.get(name) == (f["self"], f["total"]), name
 
 
 def test_wall_mode_idle(debian, tmp_path):
@@ -721,14 +715,13 @@ def test_wall_mode_idle(debian, tmp_path):
     convert(out, "collapsed", tmp_path / "busy.folded", "--no-idle")
     lines = (tmp_path / "busy.folded").read_text().splitlines()
     assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == rep["samples"] - idle
-    if shutil.which("go"):
-        convert(out, "pprof", tmp_path / "wall.pb.gz")
-        _, text, _ = pprof_top(tmp_path / "wall.pb.gz", "-tagfocus=state=idle")
-        assert re.search(r"Total samples = %d\b" % rep["samples"], text), text
-        assert re.search(r"Showing nodes accounting for %d, " % idle, text), text
-    if shutil.which("callgrind_annotate"):
-        convert(out, "callgrind", tmp_path / "busy.callgrind", "--no-idle")
-        assert re.search(r"^totals: %d$" % (rep["samples"] - idle), (tmp_path / "busy.callgrind").read_text(), re.M)
+    need_go()
+    convert(out, "pprof", tmp_path / "wall.pb.gz")
+    _, text, _ = pprof_top(tmp_path / "wall.pb.gz", "-tagfocus=state=idle")
+    assert re.search(r"Total samples = %d\b" % rep["samples"], text), text
+    assert re.search(r"Showing nodes accounting for %d, " % idle, text), text
+    convert(out, "callgrind", tmp_path / "busy.callgrind", "--no-idle")
+    assert re.search(r"^totals: %d$" % (rep["samples"] - idle), (tmp_path / "busy.callgrind").read_text(), re.M)
 
 
 # ---- strata record -f ------------------------------------------------------------------------------
@@ -827,15 +820,18 @@ def test_truncated_file(split, tmp_path):
         r = strata("convert", cut, "-f", fmt, "-o", out)
         assert r.returncode == 0, r.stderr
         assert re.search(r"^strata: warning: .*cut\.strata: .*cut short", r.stderr, re.M), r.stderr
-        if fmt == "callgrind" and shutil.which("callgrind_annotate"):
+        if fmt == "callgrind":
+            need_callgrind_annotate()
             ann = callgrind_annotate(out, tmp_path)
             assert ann["funcs"]["%s:heavy" % split.func("heavy")["file"]]["cost"][0] == \
                 [f for f in rep["functions"] if f["name"] == "heavy"][0]["total"]
             assert re.search(r"^totals: %d$" % rep["samples"], out.read_text(), re.M)
-        if fmt == "collapsed" and FLAMEGRAPH.exists():
+        if fmt == "collapsed":
+            need_flamegraph()
             frames = flamegraph(out, tmp_path / "cut.svg")
             assert fg_total(frames, "heavy") == [f for f in rep["functions"] if f["name"] == "heavy"][0]["total"]
-        if fmt == "pprof" and shutil.which("go"):
+        if fmt == "pprof":
+            need_go()
             _, text, _ = pprof_top(out)
             assert "Total samples = %d" % rep["samples"] in text
     # Nothing readable at all: a clear error, no output.

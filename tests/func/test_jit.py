@@ -14,13 +14,12 @@ Numba comes from Debian (python3-numba) for /usr/bin/python3, and from PyPI
 in the pyenv virtualenvs (3.10+) where scripts/pyenvs.sh installed it.
 """
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, strata
+from conftest import PROGRAMS, need_tool, strata
 
 JIT = PROGRAMS / "jit"
 
@@ -34,10 +33,7 @@ def marker_line(name, marker):
 
 @pytest.fixture
 def numba_python(python):
-    exe = python.venv_python()
-    if not exe or not python.has_module("numba"):
-        pytest.skip("no numba for Python %s" % python.id)
-    return python, exe
+    return python, python.with_module("numba")
 
 
 def run(record, numba_python, prog, *args, opts=()):
@@ -201,8 +197,7 @@ def test_discovery_register_unregister(record, debian_python, tmp_path):
     """Images registered and unregistered at any time through the GDB JIT
     interface (a stand-in JIT driven from Python) are recorded in order:
     three images, the first unloaded in between."""
-    if not shutil.which("gcc"):
-        pytest.skip("no gcc")
+    need_tool("gcc", "Debian package gcc; scripts/deps.sh")
     lib = tmp_path / "libfake_llvm_jit.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", lib, JIT / "fakejit.c"], check=True)
     image = Path(__file__).parent.parent / "unit" / "fixtures" / "numba_kernel.jit.o"

@@ -11,7 +11,6 @@ unless --keep-interpreter; unwinding fails on less than 1% of samples; the
 target survives threads, dlopen, fork, wall mode.
 """
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -266,9 +265,7 @@ def test_native_in_text_report(mixed):
 
 
 def test_numpy_c_code_under_python_line(python, record):
-    exe = python.venv_python()
-    if exe is None or not python.has_module("numpy"):
-        pytest.skip("numpy is not installed for Python %s" % python.id)
+    exe = python.with_module("numpy")
     res = record(python, NATIVE / "numpy_work.py", "1.2", opts=["--native"], exe=exe)
     assert res.returncode == 0, res.stderr
     prof = Profile(res.path)
@@ -302,10 +299,10 @@ def test_target_survives(python, record, ext, mode):
 def test_exports_of_a_native_profile(mixed, tmp_path):
     """A recorded --native profile read by the formats' real consumers:
     callgrind_annotate (native functions under their object and source
-    file, called from the Python line), flamegraph.pl (collapsed) and, where
-    Go is installed, `go tool pprof` (every function's self and total)."""
+    file, called from the Python line), flamegraph.pl (collapsed) and, for
+    Debian's Python, `go tool pprof` (every function's self and total)."""
     from test_export_text import (callgrind_annotate, fg_total, flamegraph, need_callgrind_annotate, need_flamegraph,
-                                  pprof_top)
+                                  need_go, pprof_top)
     rep = mixed.report()
     burn = func_row(rep, "burn_c")
     # collapsed -> flamegraph.pl
@@ -330,10 +327,9 @@ def test_exports_of_a_native_profile(mixed, tmp_path):
     ext_lines = {ln: c[0] for (f, ln), c in ann["lines"].items() if Path(f).name == "ext.c"}
     assert max(ext_lines, key=ext_lines.get) in (hot - 1, hot), ext_lines
     # pprof -> go tool pprof (slow to build the first time: Debian's only)
-    if not shutil.which("go"):
-        pytest.skip("Go is not installed: `go tool pprof` checks the pprof export")
     if not mixed.path.parent.name.startswith("native-debian"):
         return
+    need_go()
     pb = tmp_path / "mixed.pb.gz"
     assert strata("convert", mixed.path, "-f", "pprof", "-o", pb).returncode == 0
     rows, _, _ = pprof_top(pb)

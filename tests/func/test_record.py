@@ -174,7 +174,7 @@ def test_entry_points(python, record, tmp_path):
 def test_console_entry_point_pytest(debian_python, tmp_path):
     """A console entry point (pytest's own) is profiled like any script."""
     if not Path("/usr/bin/pytest-3").exists():
-        pytest.skip("Debian's pytest (/usr/bin/pytest-3) is not installed")
+        pytest.fail("Debian's pytest (/usr/bin/pytest-3) is not installed (python3-pytest; scripts/deps.sh)")
     t = tmp_path / "test_burn.py"
     t.write_text("def test_burn():\n    s = 0\n    for i in range(3_000_000):\n        s += i\n")
     out = tmp_path / "p.strata"
@@ -295,9 +295,7 @@ def test_bad_options():
 @pytest.fixture(scope="module")
 def good_file(tmp_path_factory):
     from conftest import get_interp
-    it = get_interp("debian-3.11")
-    if it.skip_reason():
-        pytest.skip(it.skip_reason())
+    it = get_interp("debian-3.11").require()
     out = tmp_path_factory.mktemp("good") / "g.strata"
     proc = strata("record", "-q", "-o", out, "--", it.exe, PROGRAMS / "split.py", "1")
     assert proc.returncode == 0, proc.stderr
