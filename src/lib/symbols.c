@@ -34,6 +34,8 @@ struct memo {
 	uint32_t func_line;
 	const char *func_file;
 	uint64_t func_start;
+	const struct sym_inline *inl;
+	uint32_t ninl;
 };
 
 struct symfile {
@@ -97,8 +99,16 @@ struct strnode {
 	char s[];
 };
 
+/* Chains of inlined functions (sym_info.inl), packed in blocks. */
+struct inl_block {
+	struct inl_block *next;
+	uint32_t n, cap;
+	struct sym_inline v[];
+};
+
 struct symbolizer {
 	struct symfile *files;
+	struct inl_block *inl;
 	struct sym_space *spaces;
 	struct strnode *strings; /* demangled and unversioned names */
 	struct strnode **strtab; /* the same, hashed, so each is kept once */
@@ -156,6 +166,10 @@ void sym_free(struct symbolizer *s)
 		n = sp->next;
 		free(sp->m);
 		free(sp);
+	}
+	for (struct inl_block *b = s->inl, *n; b; b = n) {
+		n = b->next;
+		free(b);
 	}
 	free(s->strtab);
 	for (struct strnode *t = s->strings, *n; t; t = n) {
@@ -673,11 +687,65 @@ static const char *cu_file(Dwarf_Die *cu, Dwarf_Word idx)
 	return dwarf_filesrc(files, idx, NULL, NULL);
 }
 
+/* The name DWARF gives a subprogram or an inlined instance of one (through
+ * its abstract origin): the linkage name demangled, else the plain name. */
+static const char *die_name(struct symbolizer *s, Dwarf_Die *d)
+{
+	Dwarf_Attribute at;
+	const char *nm = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_linkage_name, &at));
+	nm = nm ? demangle(s, nm) : dwarf_diename(d);
+	return nm && *nm ? nm : NULL;
+}
+
+/* Where an inlined instance was called from: the line in the code around
+ * it. DW_AT_call_file indexes the line table of the CU holding the
+ * instance. Returns 0 if DWARF does not say. */
+static int call_site(Dwarf_Die *inl, const char **file, uint32_t *line)
+{
+	Dwarf_Attribute at;
+	Dwarf_Word cf, cl;
+	Dwarf_Die cu;
+	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &at), &cf) != 0 ||
+	    dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &at), &cl) != 0 || cl == 0 || cl > UINT32_MAX ||
+	    !dwarf_diecu(inl, &cu, NULL, NULL))
+		return 0;
+	const char *f = cu_file(&cu, cf);
+	if (!f)
+		return 0;
+	*file = f;
+	*line = (uint32_t)cl;
+	return 1;
+}
+
+/* Room for inlined chains, kept until sym_free. */
+static struct sym_inline *inl_alloc(struct symbolizer *s, uint32_t n)
+{
+	struct inl_block *b = s->inl;
+	if (!b || b->cap - b->n < n) {
+		uint32_t cap = n > 1024 ? n : 1024;
+		b = malloc(sizeof(*b) + (size_t)cap * sizeof(b->v[0]));
+		if (!b)
+			return NULL;
+		b->n = 0;
+		b->cap = cap;
+		b->next = s->inl;
+		s->inl = b;
+	}
+	struct sym_inline *v = &b->v[b->n];
+	b->n += n;
+	return v;
+}
+
+/* Inlining deeper than this keeps its innermost levels' place in the
+ * function (the line it called) but not the levels themselves. */
+#define MAX_INLINE 64
+
 /* From DWARF: the function (DW_TAG_subprogram) that contains `a`, where it
- * is declared, and its name when no ELF symbol gave one. Code inlined into
- * it is attributed to the function's own line that called the inlined
- * code (the outermost inlined call site), so that out->file/line always
- * point into the function reported, not into a header it inlined. */
+ * is declared, its name when no ELF symbol gave one, and the functions
+ * inlined at `a` (DW_TAG_inlined_subroutine), outermost first, each with
+ * the line executing in it. The function's own line is the call site of
+ * the outermost inlined function, so that out->file/line always point
+ * into the function reported, not into a header it inlined. */
 static void func_scope(struct symbolizer *s, struct symfile *f, uint64_t a, struct sym_info *out)
 {
 	Dwarf_Addr bias = 0;
@@ -685,73 +753,105 @@ static void func_scope(struct symbolizer *s, struct symfile *f, uint64_t a, stru
 	if (!cu)
 		return;
 	/* dwarf_getscopes stops at the innermost inlined instance (its chain
-	 * goes on through the abstract instance); the function it is inlined
+	 * goes on through the abstract instance); the code it is inlined
 	 * into is found by asking for the scopes around that DIE itself, as
 	 * many times as inlining is nested. */
+	Dwarf_Die inl[MAX_INLINE]; /* innermost first */
+	uint32_t ninl = 0;
+	Dwarf_Die sub;
+	int have_sub = 0, deep = 0;
+	const char *call_file = NULL; /* the outermost call site seen */
+	uint32_t call_line = 0;
 	Dwarf_Die *scopes = NULL;
 	int n = dwarf_getscopes(cu, a - bias, &scopes);
-	Dwarf_Die *sub = NULL;
-	for (int depth = 0; n > 0 && depth < 64 && !sub; depth++) {
-		int i = 0;
+	while (n > 0) {
+		int i = 0, tag = 0;
 		for (; i < n; i++) {
-			int tag = dwarf_tag(&scopes[i]);
+			tag = dwarf_tag(&scopes[i]);
 			if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
 				break;
 		}
 		if (i == n)
 			break;
-		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
-			sub = &scopes[i];
+		if (tag == DW_TAG_subprogram) {
+			sub = scopes[i];
+			have_sub = 1;
 			break;
 		}
-		/* Code inlined here: the line that called it (one level out
-		 * per pass, so the outermost call site is the one kept). */
-		Dwarf_Attribute at;
-		Dwarf_Word cf, cl;
-		if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &at), &cf) == 0 &&
-		    dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &at), &cl) == 0 && cl > 0 &&
-		    cl <= UINT32_MAX) {
-			const char *file = cu_file(cu, cf);
-			if (file) {
-				out->file = file;
-				out->line = (uint32_t)cl;
-			}
+		if (ninl < MAX_INLINE)
+			inl[ninl++] = scopes[i];
+		else
+			deep = 1;
+		if (!call_site(&scopes[i], &call_file, &call_line)) {
+			call_file = NULL;
+			call_line = 0;
 		}
-		Dwarf_Die inl = scopes[i], *outer = NULL;
-		int m = dwarf_getscopes_die(&inl, &outer);
+		Dwarf_Die here = scopes[i], *outer = NULL;
+		int m = dwarf_getscopes_die(&here, &outer);
 		free(scopes);
-		scopes = NULL;
+		scopes = outer;
 		/* outer[0] is the inlined instance itself. */
 		if (m <= 1) {
-			free(outer);
 			n = 0;
 			break;
 		}
-		scopes = outer;
-		n = m;
-		memmove(scopes, scopes + 1, (size_t)(n - 1) * sizeof(*scopes));
-		n--;
+		n = m - 1;
+		memmove(scopes, scopes + 1, (size_t)n * sizeof(*scopes));
 	}
-	if (sub) {
+	free(scopes);
+	if (ninl && !deep) {
+		/* The line table's line is the innermost level's; each level's
+		 * call site is a line of the level around it. */
+		const char *file = out->file;
+		uint32_t line = out->line;
+		struct sym_inline *v = inl_alloc(s, ninl);
+		uint32_t k = ninl;
+		for (uint32_t i = 0; v && i < ninl; i++) {
+			/* inl[i]: its line is (file, line); where it was
+			 * called from is the line of inl[i + 1]. */
+			const char *nm = die_name(s, &inl[i]);
+			if (nm) {
+				struct sym_inline *e = &v[--k];
+				int dl = 0;
+				e->name = nm;
+				e->func_file = dwarf_decl_file(&inl[i]);
+				e->func_line = e->func_file && dwarf_decl_line(&inl[i], &dl) == 0 && dl > 0 ? (uint32_t)dl : 0;
+				e->file = file;
+				e->line = line;
+			}
+			if (!call_site(&inl[i], &file, &line)) {
+				file = NULL;
+				line = 0;
+			}
+		}
+		/* Unnamed levels (no abstract origin to name them) are left
+		 * out: what they run is shown in the level around them. */
+		if (v && k < ninl) {
+			out->inl = v + k;
+			out->ninl = ninl - k;
+		}
+	}
+	if (ninl) {
+		out->file = call_file;
+		out->line = call_line;
+	}
+	if (have_sub) {
 		int dl = 0;
-		out->func_file = dwarf_decl_file(sub);
-		if (out->func_file && dwarf_decl_line(sub, &dl) == 0 && dl > 0)
+		out->func_file = dwarf_decl_file(&sub);
+		if (out->func_file && dwarf_decl_line(&sub, &dl) == 0 && dl > 0)
 			out->func_line = (uint32_t)dl;
 		if (!out->name) {
-			Dwarf_Attribute at;
-			const char *nm = dwarf_formstring(dwarf_attr_integrate(sub, DW_AT_linkage_name, &at));
-			nm = nm ? demangle(s, nm) : dwarf_diename(sub);
-			if (nm && *nm) {
+			const char *nm = die_name(s, &sub);
+			if (nm) {
 				out->name = nm;
 				Dwarf_Addr lo = 0;
-				if (dwarf_lowpc(sub, &lo) == 0 && lo + bias <= a) {
+				if (dwarf_lowpc(&sub, &lo) == 0 && lo + bias <= a) {
 					out->func_start = lo + bias;
 					out->sym_offset = a - out->func_start;
 				}
 			}
 		}
 	}
-	free(scopes);
 }
 
 /* Where the function containing `a` starts, from the unwind information:
@@ -822,6 +922,8 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		out->func_file = e->func_file;
 		out->func_line = e->func_line;
 		out->func_start = e->func_start;
+		out->inl = e->inl;
+		out->ninl = e->ninl;
 		return;
 	}
 	/* PLT stubs first: no symbol covers them, but a sizeless one before
@@ -868,6 +970,8 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		e->func_file = out->func_file;
 		e->func_line = out->func_line;
 		e->func_start = out->func_start;
+		e->inl = out->inl;
+		e->ninl = out->ninl;
 		f->memo_n++;
 	}
 }
