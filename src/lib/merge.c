@@ -61,7 +61,7 @@ uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_n
 				out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
 			continue;
 		}
-		if (nat[k].interpreter && !keep_interpreter)
+		if (nat[k].hidden && !keep_interpreter)
 			continue;
 		out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
 	}

@@ -46,9 +46,12 @@ static void run(const char *name, const uint32_t *py, uint32_t npy, const struct
 }
 
 #define E PYF_ENTRY
-#define EVAL { 1, 1 }
-#define INTERP { 0, 1 }
-#define C { 0, 0 }
+/* An eval activation; CPython's call machinery (hidden); a CPython
+ * function doing a builtin's work (list_sort_impl: shown); other code. */
+#define EVAL { 1, 1, 1 }
+#define INTERP { 0, 1, 1 }
+#define WORK { 0, 1, 0 }
+#define C { 0, 0, 0 }
 
 int main(void)
 {
@@ -113,6 +116,20 @@ int main(void)
 		struct merge_native gc[] = { INTERP, INTERP, C, INTERP };
 		run("gc at exit", NULL, 0, gc, 4, 1, 0, "", 0);
 	}
+	/* sorted(key=f) whose key calls C: Python a -> builtin_sorted ->
+	 * list_sort_impl (both CPython's work, shown) -> call machinery ->
+	 * Python f -> C. Native leaf first: C, machinery, eval (f),
+	 * machinery, list_sort_impl, builtin_sorted, machinery, eval (a). */
+	{
+		uint32_t py[] = { E, E };
+		struct merge_native nat[] = { C, INTERP, EVAL, INTERP, WORK, WORK, INTERP, EVAL, INTERP, C };
+		run("sorted key", py, 2, nat, 10, 1, 0, "N0 P0 N4 N5 P1", 0);
+		run("sorted key keep", py, 2, nat, 10, 1, 1, "N0 N1 P0 N2 N3 N4 N5 N6 P1 N7 N8 N9", 0);
+		/* In a stack without Python frames, CPython's own work does
+		 * not count as the code the interpreter called. */
+		struct merge_native gc[] = { C, WORK, INTERP, C };
+		run("no python, work", NULL, 0, gc, 4, 1, 0, "N0", 0);
+	}
 	/* Where the frames the walk did not reach begin. */
 	{
 		uint32_t py[] = { E, 0, E };
@@ -128,6 +145,7 @@ int main(void)
 	CHECK(!merge_is_eval_name("_PyEval_EvalFrameDefaultX"));
 	CHECK(!merge_is_eval_name("PyEval_EvalFrame"));
 	CHECK(!merge_is_eval_name(NULL));
+
 	printf("test_merge: %d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;
 }
