@@ -29,13 +29,17 @@ struct merge_native {
 	int interpreter;  /* CPython's own code (eval included) */
 	int hidden;       /* shown only with keep_interpreter: CPython's call
 	                   * machinery (interp.h), every eval activation */
+	int callsite;     /* an eval activation with code inlined where it called
+	                   * out: with keep_interpreter, that code is placed under
+	                   * the activation's Python frames (MERGE_CALLSITE) */
 };
 
-enum merge_kind { MERGE_PY = 0, MERGE_NATIVE = 1 };
+enum merge_kind { MERGE_PY = 0, MERGE_NATIVE = 1, MERGE_CALLSITE = 2 };
 
 struct merge_frame {
 	uint8_t kind;     /* enum merge_kind */
-	uint32_t index;   /* into the Python or the native input array */
+	uint32_t index;   /* into the Python or the native input array (both
+	                   * native kinds) */
 };
 
 struct merge_stats {
@@ -46,7 +50,7 @@ struct merge_stats {
 	int mismatch;         /* chunks and activations disagree though unwinding completed */
 };
 
-/* Merges leaf-first inputs into out (room for npy + nnative frames),
+/* Merges leaf-first inputs into out (room for npy + 2 * nnative frames),
  * leaf first. `pyflags[i]` holds the PYF_* flags of Python frame i;
  * `native_complete` says the native stack reached its outermost frame.
  * With nnative == 0 the Python frames are returned as they are. Returns

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "interp.h"
 #include "jitsym.h"
 #include "numbaname.h"
 #include "profile-internal.h"
@@ -155,12 +156,14 @@ static const char *base_name(const char *path)
 	return b && b[1] ? b + 1 : path;
 }
 
-/* Whether a function of the object at `si` is shown: CPython's own only
- * with --keep-interpreter. */
+/* Whether a function of the object at `si` is shown: everything with
+ * --keep-interpreter; otherwise all but CPython's call machinery
+ * (interp.h), and in the interpreter, all but functions without a name
+ * (a stripped python3.11 names only its exported functions: the others
+ * cannot be told apart). */
 static int native_shown(const struct profile *p, const struct sym_info *si, const char *name)
 {
-	(void)name;
-	return p->in->opts.keep_interpreter || !si->interpreter;
+	return p->in->opts.keep_interpreter || !si->interpreter || !interp_is_machinery(name);
 }
 
 /* The name, file and line of a native frame, as the model keeps them. The
@@ -232,7 +235,7 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 	if (i != MAP_NONE)
 		return &in->natives[i];
 	struct jit_info ji;
-	struct pnative nv = { .frame = PNONE };
+	struct pnative nv = { .frame = PNONE, .callsite = PNONE };
 	struct sym_info si;
 	if (s->jit && jit_lookup(s->jit, addr, call, &ji)) {
 		nv.frame = jit_frame(p, &ji, addr);
@@ -265,14 +268,24 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 					0, addr);
 				nv.depth = 1;
 			}
-		} else {
-			/* An eval activation is replaced by its Python frames
-			 * (merge.c), the functions inlined into it included. */
-			int whole = in->opts.keep_interpreter || !si.eval;
-			nv.frame = whole ? make_frames(p, &si, si.module ? si.offset : addr,
-						       native_shown(p, &si, si.name), &nv.depth)
-					 : PNONE;
+		} else if (!si.eval) {
+			nv.frame = make_frames(p, &si, si.module ? si.offset : addr, native_shown(p, &si, si.name),
+					       &nv.depth);
+		} else if (in->opts.keep_interpreter) {
+			/* An eval activation is a frame of its own, right above
+			 * the Python frames it runs (merge.c). The functions
+			 * inlined into it where it called out (call_function,
+			 * import_name...) ran for the innermost of those: they
+			 * are a chain of their own, put below them. */
+			struct sym_info fn = si;
+			fn.inl = NULL;
+			fn.ninl = 0;
+			nv.frame = make_frames(p, &fn, si.offset, 1, &nv.depth);
+			if (nv.frame != PNONE)
+				nv.callsite = make_frames(p, &si, si.offset, 0, &nv.callsite_depth);
 		}
+		/* Otherwise an eval activation is replaced by its Python
+		 * frames, the functions inlined into it included. */
 		if (in->oom)
 			return NULL;
 	}

@@ -37,6 +37,11 @@ struct pnative {
 	                       * inlined_into out to the function); PNONE when all are
 	                       * hidden in this model (CPython's call machinery) */
 	uint16_t depth;       /* how many frames that chain has (0 with PNONE) */
+	uint32_t callsite;    /* an eval activation with keep_interpreter: the innermost
+	                       * function inlined into it where it called out (a chain
+	                       * not linked to the eval frame, shown under the Python
+	                       * frames it runs); else PNONE */
+	uint16_t callsite_depth;
 	uint8_t eval;         /* an activation of CPython's eval loop */
 	uint8_t interpreter;  /* CPython's own code */
 };

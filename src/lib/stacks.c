@@ -156,15 +156,16 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 {
 	struct profile_internal *in = p->in;
 	uint32_t npy = r->npy, nn = r->nnative;
-	size_t a1 = (size_t)(npy + nn) * sizeof(struct merge_frame);
+	size_t a1 = (size_t)(npy + 2 * (size_t)nn) * sizeof(struct merge_frame);
 	size_t a2 = (size_t)nn * sizeof(struct merge_native);
 	size_t a3 = (size_t)nn * sizeof(uint32_t), a4 = (size_t)npy * sizeof(uint32_t);
-	uint8_t *b = merge_reserve(in, a1 + a2 + a3 + a4 + 16);
+	uint8_t *b = merge_reserve(in, a1 + a2 + 2 * a3 + a4 + 16);
 	if (!b)
 		return UINT32_MAX;
 	struct merge_frame *mf = (struct merge_frame *)b;
 	struct merge_native *mn = (struct merge_native *)(b + a1);
-	uint32_t *nframe = (uint32_t *)(b + a1 + a2), *pyflags = (uint32_t *)(b + a1 + a2 + a3);
+	uint32_t *nframe = (uint32_t *)(b + a1 + a2), *ncall = (uint32_t *)(b + a1 + a2 + a3);
+	uint32_t *pyflags = (uint32_t *)(b + a1 + a2 + 2 * a3);
 	uint64_t nframes = 0; /* native frames, those of inlined functions included */
 	for (uint32_t i = 0; i < nn; i++) {
 		/* Every address but the interrupted one is a return address. */
@@ -172,9 +173,10 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 		if (!nv)
 			return UINT32_MAX;
 		mn[i] = (struct merge_native){ .eval = nv->eval, .interpreter = nv->interpreter,
-					       .hidden = nv->frame == PNONE };
+					       .hidden = nv->frame == PNONE, .callsite = nv->callsite != PNONE };
 		nframe[i] = nv->frame;
-		nframes += nv->depth;
+		ncall[i] = nv->callsite;
+		nframes += nv->depth + nv->callsite_depth;
 	}
 	if (nframes + npy + 2 > UINT32_MAX || scratch_reserve(in, (uint32_t)(nframes + npy + 2)))
 		return UINT32_MAX;
@@ -195,10 +197,10 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 	for (uint32_t k = m; k-- > 0;) {
 		if (mf[k].kind == MERGE_PY) {
 			fr[n++] = py_frame(p, st, &r->py[mf[k].index]);
-		} else if (nframe[mf[k].index] != PNONE) {
+		} else if ((mf[k].kind == MERGE_NATIVE ? nframe : ncall)[mf[k].index] != PNONE) {
 			/* The function, then what is inlined in it, outermost
 			 * first: the chain is linked from the innermost. */
-			uint32_t f = nframe[mf[k].index], d = 0;
+			uint32_t f = (mf[k].kind == MERGE_NATIVE ? nframe : ncall)[mf[k].index], d = 0;
 			for (uint32_t g = f; g != PNONE; g = p->frames[g].inlined_into)
 				d++;
 			n += d;
