@@ -454,6 +454,25 @@ def test_inlined_function_is_a_frame(inlined):
     assert func_row(kept, "churn_inner")["self"] == row["self"]
 
 
+def test_inlined_function_in_annotate(inlined):
+    """annotate on the C file: the loop line of the inlined function holds
+    the self cost, the lines that called it only total."""
+    r = strata("annotate", "--json", inlined.path, "cburn.c")
+    assert r.returncode == 0, r.stderr
+    ann = json.loads(r.stdout)
+    (f,) = ann["files"]
+    lines = {ln["line"]: ln for ln in f["lines"]}
+    loop, mid, inner = (marker_line(CBURN_C, m) for m in ("INNER_LOOP", "CALL_MID", "CALL_INNER"))
+    total = func_row(inlined.report(), "churn")["total"]
+    assert max(lines, key=lambda n: lines[n]["self"]) == loop, lines
+    assert lines[loop]["self"] + lines.get(loop - 1, {"self": 0})["self"] > 0.9 * total, lines
+    for n in (mid, inner):
+        assert lines[n]["self"] == 0 and lines[n]["total"] >= 0.98 * total, (n, lines[n])
+    # A function's view: churn_mid, from its first line to the call.
+    r = strata("annotate", inlined.path, "churn_mid")
+    assert r.returncode == 0 and "churn_inner(n, 0.5); /* CALL_INNER */" in r.stdout, r.stdout + r.stderr
+
+
 def test_inlined_function_in_exports(inlined, python, tmp_path):
     """Every export carries the inlined functions, read by its consumer:
     callgrind_annotate (churn_inner called by churn_mid called by churn),
