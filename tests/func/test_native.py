@@ -473,6 +473,19 @@ def test_inlined_function_in_annotate(inlined):
     assert r.returncode == 0 and "churn_inner(n, 0.5); /* CALL_INNER */" in r.stdout, r.stdout + r.stderr
 
 
+def test_inlined_function_in_top(inlined, python, tmp_path):
+    """strata top's function view: churn_inner holds the self time."""
+    if python.id not in ("3.12", "debian-3.11"):
+        pytest.skip("top is checked on one pyenv interpreter and Debian's")
+    so = Path(inlined.path).parent / "strata_cburn.so"
+    r = strata("top", "--no-curses", "--native", "-o", tmp_path / "top.strata", "--", python.exe, INLINED, so, "1.5")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.split("strata top ")[-1]
+    rows = [ln.split() for ln in last.splitlines() if re.match(r"^\s+\d+\.\d\s+\d+\.\d\s+\S", ln)]
+    assert rows and rows[0][2] == "churn_inner" and float(rows[0][0]) > 80, last
+    assert rows[0][3].startswith("cburn.c:"), rows[0]
+
+
 def test_inlined_function_in_exports(inlined, python, tmp_path):
     """Every export carries the inlined functions, read by its consumer:
     callgrind_annotate (churn_inner called by churn_mid called by churn),
