@@ -37,7 +37,7 @@ AGENT_SRC  = $(wildcard src/agent/*.c)
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
-CLI_LIBS  += -ldw -lelf -lstdc++
+CLI_LIBS  += -ldw -lelf -lstdc++ -ldl
 # -f pprof writes gzip (zlib).
 CLI_LIBS  += -lz
 # annotate --asm: JIT machine code disassembled with capstone.
