@@ -61,7 +61,7 @@ static const char *const machinery[] = {
 	/* Argument parsing of C functions (Python/getargs.c): how a call
 	 * hands its arguments over, the callee's own business. */
 	"convertitem", "convertsimple", "converttuple", "vgetargs1", "vgetargs1_impl", "vgetargskeywords",
-	"vgetargskeywordsfast", "vgetargskeywordsfast_impl",
+	"vgetargskeywordsfast", "vgetargskeywordsfast_impl", "cleanreturn",
 
 	/* Python functions and bound methods as callables: they only hand
 	 * their arguments to the eval loop. */
@@ -70,11 +70,13 @@ static const char *const machinery[] = {
 
 	/* Builtin functions and methods written in C (PyCFunction, method
 	 * descriptors): argument passing for the C function, which is shown. */
-	"cfunction_call", "cfunction_call_varargs", "_PyCFunction_FastCallDict", "_PyCFunction_FastCallKeywords",
+	"cfunction_call", "cfunction_call_varargs", "cfunction_enter_call", "_PyCFunction_FastCallDict",
+	"_PyCFunction_FastCallKeywords",
 	"_PyMethodDef_RawFastCallDict", "_PyMethodDef_RawFastCallKeywords", "methoddescr_call",
 	"classmethoddescr_call", "method_vectorcall_VARARGS", "method_vectorcall_VARARGS_KEYWORDS",
 	"method_vectorcall_FASTCALL", "method_vectorcall_FASTCALL_KEYWORDS", "method_vectorcall_FASTCALL_KEYWORDS_METHOD",
-	"method_vectorcall_NOARGS", "method_vectorcall_O",
+	"method_vectorcall_NOARGS", "method_vectorcall_O", "method_enter_call", "method_check_args",
+	"_Py_EnsureFuncTstateNotNULL", "_Py_EnsureTstateNotNULL",
 
 	/* Slot wrappers: a C slot (wrapper_descriptor, method-wrapper) called
 	 * from Python, and a Python __dunder__ method called through a C slot
@@ -120,7 +122,8 @@ static const char *const machinery[] = {
 	"PyObject_RichCompareBool", "do_richcompare", "PyObject_GetAttr", "PyObject_SetAttr", "PyObject_GetIter",
 	"PyIter_Next", "PyObject_Hash", "PyObject_Repr", "PyObject_Str", "PyObject_IsTrue", "PyObject_Not",
 	"PyObject_Size", "PyObject_Length", "PySequence_Size", "PySequence_Length", "PyMapping_Size",
-	"PySequence_Contains", "PyObject_Format", "_Py_Dealloc", "_Py_Dealloc_inline",
+	"PySequence_Contains", "PyObject_Format", "PyNumber_Index", "_PyNumber_Index", "_Py_Dealloc",
+	"_Py_Dealloc_inline",
 };
 
 /* Name prefixes: families too long to list, every member of which is

@@ -164,6 +164,7 @@ int main(void)
 		"wrapperdescr_call", "property_descr_get", "type_call", "list_vectorcall", "partial_vectorcall",
 		"PyNumber_Add", "binary_op1", "_PyArg_UnpackKeywords", "vgetargskeywords", "Py_DECREF",
 		"_PyObject_VectorcallTstate.constprop.0", "PyObject_Call.part.0.isra.0", "memcpy@plt",
+		"cfunction_enter_call", "method_enter_call", "py_trampoline_evaluator",
 	};
 	static const char *const shown[] = {
 		"sre_ucs1_match", "sre_search", "list_sort_impl", "unsafe_long_compare", "builtin_sorted",
