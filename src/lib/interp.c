@@ -51,6 +51,7 @@ static const char *const machinery[] = {
 	"_PyObject_MakeTpCall", "PyEval_CallObjectWithKeywords", "PyEval_CallFunction", "PyEval_CallMethod",
 	"object_vacall", "callmethod", "_PyStack_AsDict", "_PyStack_UnpackDict", "_PyStack_UnpackDict_Free",
 	"_PyStack_UnpackDict_FreeNoDecRef", "_Py_Call", "PyVectorcall_Function", "_PyVectorcall_Function",
+	"PyObject_CallFinalizer", "PyObject_CallFinalizerFromDealloc",
 	"_PyVectorcall_FunctionInline", "PyVectorcall_NARGS", "_PyVectorcall_NARGS",
 	/* The recursion limit checked around each call. */
 	"_Py_EnterRecursiveCall", "_Py_EnterRecursiveCallTstate", "_Py_EnterRecursiveCallTstateUnchecked",

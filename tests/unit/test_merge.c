@@ -164,12 +164,12 @@ int main(void)
 		"wrapperdescr_call", "property_descr_get", "type_call", "list_vectorcall", "partial_vectorcall",
 		"PyNumber_Add", "binary_op1", "_PyArg_UnpackKeywords", "vgetargskeywords", "Py_DECREF",
 		"_PyObject_VectorcallTstate.constprop.0", "PyObject_Call.part.0.isra.0", "memcpy@plt",
-		"cfunction_enter_call", "method_enter_call", "py_trampoline_evaluator",
+		"cfunction_enter_call", "method_enter_call", "py_trampoline_evaluator", "PyObject_CallFinalizerFromDealloc",
 	};
 	static const char *const shown[] = {
 		"sre_ucs1_match", "sre_search", "list_sort_impl", "unsafe_long_compare", "builtin_sorted",
 		"map_next", "dict_subscript", "insertdict", "unicode_hash", "_PyObject_Malloc", "pymalloc_alloc.constprop.0",
-		"gc_collect_main", "collect.constprop.1", "PyObject_Calloc", "_PyObject_Calloc", "PyObject_CallFinalizer",
+		"gc_collect_main", "collect.constprop.1", "PyObject_Calloc", "_PyObject_Calloc", "PyObject_Callx",
 		"slot", "wrap", "PyList_Sort", "long_add", "float_vectorcall_x",
 	};
 	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++)
