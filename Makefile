@@ -46,7 +46,7 @@ AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/control.c src/agent
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
-CLI_LIBS  += -ldw -lelf -lstdc++
+CLI_LIBS  += -ldw -lelf -lstdc++ -ldl
 # -f pprof writes gzip (zlib).
 CLI_LIBS  += -lz
 # annotate --asm: JIT machine code disassembled with capstone.

@@ -27,8 +27,10 @@ TEST="python3-pytest python3-pytest-xdist python3-venv clang libclang-rt-14-dev 
 command -v go >/dev/null 2>&1 || TEST="$TEST golang-go"
 
 # --native (issue 4): libdw/libelf for symbols and the CFI tests, g++ for the
-# C++ symbolizer fixture (libstdc++'s demangler comes with it).
-BUILD="$BUILD g++"
+# C++ symbolizer fixture (libstdc++'s demangler comes with it); debuginfod's
+# client header (the library is loaded at run time, when DEBUGINFOD_URLS is
+# set, to fetch the recorded build of an object replaced since; issue 14).
+BUILD="$BUILD g++ libdebuginfod-dev"
 # --native tests: glibc's detached debug information (Debian main; valgrind
 # depends on it anyway), so libc/libm frames have names and lines.
 TEST="$TEST libc6-dbg"

@@ -2,7 +2,8 @@
  * builtin-annotate.c — `strata annotate FILE [SOURCE.py|FUNCTION]`: the
  * Python source of the profiled files with the cost of every line (samples
  * self and total, and each event recorded with -e), hottest lines
- * highlighted; or the same as JSON. docs/annotate.md describes it.
+ * highlighted; or the same as JSON; a C file or function named as the
+ * target of a --native profile likewise. docs/annotate.md describes it.
  *
  * The costs come from linecost (src/lib/linecost.c); this file only picks
  * what to show and lays it out, so other sources of line costs (JIT code
@@ -53,7 +54,9 @@ static const char usage_text[] =
 	"\n"
 	"self: samples whose innermost Python frame is at the line (the line was\n"
 	"running, or called C code that was). total: samples with the line anywhere on\n"
-	"the stack, once per sample.\n";
+	"the stack, once per sample. A C source file or function of a profile recorded\n"
+	"with --native is shown the same way, self being the samples whose innermost\n"
+	"native frame is at the line.\n";
 
 #define HOT_LINES 5 /* highlighted per file */
 
@@ -155,9 +158,10 @@ static const struct lc_file *find_file(const struct linecost *lc, const char *pa
 	return NULL;
 }
 
-/* The views for the target (or every file without one). Returns the number
- * of views, 0 if nothing matches, -1 on out of memory. */
-static int select_views(const struct ctx *c, struct view **out)
+/* The views for the target (or every file without one), among functions
+ * of the kinds c->lc was built for. Returns the number of views, 0 if
+ * nothing matches, -1 on out of memory. */
+static int select_views(const struct ctx *c, uint32_t kinds, struct view **out)
 {
 	const struct linecost *lc = c->lc;
 	const struct profile *p = c->p;
@@ -189,7 +193,7 @@ static int select_views(const struct ctx *c, struct view **out)
 	 * anything in it, every line shown. */
 	for (uint32_t fi = 0; fi < p->nfuncs; fi++) {
 		const struct pfunc *f = &p->funcs[fi];
-		if ((f->kind != PK_PYTHON && f->kind != PK_JIT) || !name_matches(f->name, t))
+		if (!(kinds & (1u << f->kind)) || !name_matches(f->name, t))
 			continue;
 		const struct lc_file *lf = find_file(lc, f->file);
 		if (!lf)
@@ -633,7 +637,22 @@ int cmd_annotate(int argc, char **argv)
 	if (!getcwd(c.cwd, sizeof(c.cwd)))
 		c.cwd[0] = 0;
 	struct view *views = NULL;
-	int n = rc0 ? -2 : select_views(&c, &views);
+	uint32_t kinds = 1u << PK_PYTHON | 1u << PK_JIT;
+	int n = rc0 ? -2 : select_views(&c, kinds, &views);
+	if (n == 0 && o.target) {
+		/* Not Python code: a C source file or function of a --native
+		 * profile (its lines from DWARF, functions inlined into others
+		 * at their own lines). Self is then the samples whose
+		 * innermost native frame is at the line. */
+		free(views);
+		views = NULL;
+		linecost_free((struct linecost *)c.lc);
+		kinds = 1u << PK_NATIVE;
+		if (!(c.lc = linecost_build(p, &f, kinds)))
+			n = -1;
+		else
+			n = select_views(&c, kinds, &views);
+	}
 	int rc = rc0;
 	if (n == -2) {
 		/* said why */

@@ -15,15 +15,21 @@
  *                  process (the command line), and in wall mode
  *                  state = idle | running
  *   location       one per frame (a function at a line, and for native
- *                  code an address): id = frame index + 1, one line
+ *                  code an address): id = frame index + 1, one line; a
+ *                  native frame with functions inlined into it (DWARF) is
+ *                  one location whose lines are the inlined functions,
+ *                  innermost first, then the function they are inlined
+ *                  into (profile.proto's convention), id = the innermost
+ *                  frame's index + 1
  *   function       one per function: name, filename, start_line;
  *                  id = function index + 1
  *   mapping        the interpreter (for Python code; first, where pprof
  *                  looks for the main binary), then one per native or JIT
  *                  module, referenced by the locations of their code
  *                  (has_functions set: names are already resolved, pprof
- *                  must not try to symbolize); no address ranges, which
- *                  the model does not keep
+ *                  must not try to symbolize; has_inline_frames where
+ *                  lines are known, inlined functions being resolved with
+ *                  them); no address ranges, which the model does not keep
  *   string_table   entry 0 is "", every string once
  *
  * pprof's validity rules hold by construction: ids are non-zero and
@@ -353,6 +359,15 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 			uint32_t f = p->nodes[n].frame;
 			frame_used[f] = 1;
 			pb_varint(&locs, (uint64_t)f + 1);
+			/* The frames it is inlined into are lines of the same
+			 * location (they are its parents on every path). */
+			for (uint32_t h = f; p->frames[h].inlined_into != PNONE;) {
+				uint32_t up = p->nodes[n].parent;
+				if (up == 0 || up == PNONE || p->nodes[up].frame != p->frames[h].inlined_into)
+					break;
+				n = up;
+				h = p->nodes[n].frame;
+			}
 		}
 		for (uint32_t i = head[node]; i != PNONE; i = as[i].next) {
 			const struct agg_sample *a = &as[i];
@@ -382,7 +397,8 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 	 * the main binary to be), then one per native or JIT module. */
 	for (uint32_t f = 0; f < p->nframes; f++)
 		if (frame_used[f])
-			func_used[p->frames[f].func] = 1;
+			for (uint32_t h = f; h != PNONE; h = p->frames[h].inlined_into)
+				func_used[p->frames[h].func] = 1;
 	for (uint32_t fn = 0; fn < p->nfuncs; fn++) {
 		const struct pfunc *pf = &p->funcs[fn];
 		const char *obj;
@@ -433,10 +449,12 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 		pb_uint(&sub, MAPPING_HAS_FUNCTIONS, 1);
 		pb_uint(&sub, MAPPING_HAS_FILENAMES, map_files[m]);
 		pb_uint(&sub, MAPPING_HAS_LINE_NUMBERS, map_files[m]);
+		pb_uint(&sub, MAPPING_HAS_INLINE_FRAMES, map_files[m]);
 		pb_msg(&top, PROFILE_MAPPING, &sub);
 	}
 
-	/* Locations: one per frame used, one line each. */
+	/* Locations: one per frame used (the innermost of an inlined
+	 * chain), a line per function of the chain, innermost first. */
 	for (uint32_t f = 0; f < p->nframes; f++) {
 		if (!frame_used[f])
 			continue;
@@ -444,9 +462,11 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 		pb_uint(&sub, LOCATION_ID, (uint64_t)f + 1);
 		pb_uint(&sub, LOCATION_MAPPING_ID, func_mapping[fr->func]);
 		pb_uint(&sub, LOCATION_ADDRESS, fr->addr);
-		pb_uint(&sub2, LINE_FUNCTION_ID, (uint64_t)fr->func + 1);
-		pb_uint(&sub2, LINE_LINE, fr->line);
-		pb_msg(&sub, LOCATION_LINE, &sub2);
+		for (uint32_t h = f; h != PNONE; h = p->frames[h].inlined_into) {
+			pb_uint(&sub2, LINE_FUNCTION_ID, (uint64_t)p->frames[h].func + 1);
+			pb_uint(&sub2, LINE_LINE, p->frames[h].line);
+			pb_msg(&sub, LOCATION_LINE, &sub2);
+		}
 		pb_msg(&top, PROFILE_LOCATION, &sub);
 		if (drain(g, &top, 0))
 			goto werr;

@@ -48,6 +48,8 @@ uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_n
 	for (uint32_t k = 0; k < nnative; k++) {
 		if (nat[k].eval) {
 			s.evals++;
+			if (keep_interpreter && nat[k].callsite)
+				out[n++] = (struct merge_frame){ MERGE_CALLSITE, k };
 			if (next_py < npy) {
 				while (next_py < npy) {
 					uint32_t f = next_py++;
@@ -61,7 +63,7 @@ uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_n
 				out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
 			continue;
 		}
-		if (nat[k].interpreter && !keep_interpreter)
+		if (nat[k].hidden && !keep_interpreter)
 			continue;
 		out[n++] = (struct merge_frame){ MERGE_NATIVE, k };
 	}

@@ -7,16 +7,17 @@
  * 3.11+ one activation runs the frames from the innermost one up to and
  * including the next frame marked PYF_ENTRY (entered from C); before 3.11
  * every frame is an entry frame. Python -> C -> Python -> C stacks thus
- * interleave in their true order. CPython's other frames (call machinery,
- * builtins compiled into the interpreter) and the native frames outside the
- * outermost Python frame (_start, thread start-up) are hidden unless
- * keep_interpreter is set; in a stack without Python frames, so is
- * everything from the innermost interpreter frame out (start-up and
- * shutdown show only the code the interpreter was calling).
+ * interleave in their true order. CPython's call machinery (interp.h) and
+ * the native frames outside the outermost Python frame (_start, thread
+ * start-up) are hidden unless keep_interpreter is set; CPython's other
+ * functions (the regex engine, list sort...) are shown where they ran. In
+ * a stack without Python frames, everything from the innermost interpreter
+ * frame out is hidden too (start-up and shutdown show only the code the
+ * interpreter was calling).
  *
- * The merge is pure: callers say which native frames are eval activations
- * and which belong to the interpreter (symbols.c knows), so it is tested
- * without any file.
+ * The merge is pure: callers say which native frames are eval activations,
+ * which belong to the interpreter and which are hidden (symbols.c and
+ * interp.c know), so it is tested without any file.
  */
 #ifndef STRATA_MERGE_H
 #define STRATA_MERGE_H
@@ -26,13 +27,19 @@
 struct merge_native {
 	int eval;         /* an activation of the eval loop */
 	int interpreter;  /* CPython's own code (eval included) */
+	int hidden;       /* shown only with keep_interpreter: CPython's call
+	                   * machinery (interp.h), every eval activation */
+	int callsite;     /* an eval activation with code inlined where it called
+	                   * out: with keep_interpreter, that code is placed under
+	                   * the activation's Python frames (MERGE_CALLSITE) */
 };
 
-enum merge_kind { MERGE_PY = 0, MERGE_NATIVE = 1 };
+enum merge_kind { MERGE_PY = 0, MERGE_NATIVE = 1, MERGE_CALLSITE = 2 };
 
 struct merge_frame {
 	uint8_t kind;     /* enum merge_kind */
-	uint32_t index;   /* into the Python or the native input array */
+	uint32_t index;   /* into the Python or the native input array (both
+	                   * native kinds) */
 };
 
 struct merge_stats {
@@ -43,7 +50,7 @@ struct merge_stats {
 	int mismatch;         /* chunks and activations disagree though unwinding completed */
 };
 
-/* Merges leaf-first inputs into out (room for npy + nnative frames),
+/* Merges leaf-first inputs into out (room for npy + 2 * nnative frames),
  * leaf first. `pyflags[i]` holds the PYF_* flags of Python frame i;
  * `native_complete` says the native stack reached its outermost frame.
  * With nnative == 0 the Python frames are returned as they are. Returns

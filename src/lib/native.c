@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "interp.h"
 #include "jitsym.h"
 #include "numbaname.h"
 #include "profile-internal.h"
@@ -155,30 +156,73 @@ static const char *base_name(const char *path)
 	return b && b[1] ? b + 1 : path;
 }
 
-/* The frame for one symbolized address. */
-static uint32_t make_frame(struct profile *p, const struct sym_info *si, uint64_t addr)
+/* Whether a function of the object at `si` is shown: everything with
+ * --keep-interpreter; otherwise all but CPython's call machinery
+ * (interp.h), and in the interpreter, all but functions without a name
+ * (a stripped python3.11 names only its exported functions: the others
+ * cannot be told apart). */
+static int native_shown(const struct profile *p, const struct sym_info *si, const char *name)
+{
+	return p->in->opts.keep_interpreter || !si->interpreter || !interp_is_machinery(name);
+}
+
+/* The name, file and line of a native frame, as the model keeps them. The
+ * function's file is where DWARF says it is defined; without a definition
+ * DIE, the line table's file stands in. A line from another file than the
+ * function's (no inline information to map it back) would be read as a
+ * line of the function: it is left out. */
+static uint32_t native_func(struct profile *p, const char *name, const char *func_file, uint32_t func_line,
+			    const char *line_file, uint32_t *line, const char *module)
+{
+	const char *file = func_file ? func_file : line_file;
+	if (!(line_file && file && (line_file == file || !strcmp(line_file, file))))
+		*line = 0;
+	return profile_intern_func(p, PK_NATIVE, name, file ? file : "", func_file ? func_line : 0, module);
+}
+
+/* The frames for one symbolized address: the function, then each function
+ * inlined there, outermost first, each inlined into the one before it.
+ * Returns the innermost, PNONE when all are hidden or on OOM (in->oom);
+ * *depth is the number of frames in the chain. */
+static uint32_t make_frames(struct profile *p, const struct sym_info *si, uint64_t addr, int show_function,
+			    uint16_t *depth)
 {
 	char buf[512];
 	const char *name = si->name;
+	*depth = 0;
 	if (!si->module) {
 		/* In no recorded mapping: anonymous memory (JIT code), or a
 		 * module record lost with a damaged chunk. */
+		*depth = 1;
 		return profile_intern_frame(p, profile_intern_func(p, PK_NATIVE, "[unknown]", "", 0, NULL), 0, addr);
 	}
-	if (!name) {
-		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base_name(si->module),
-			 si->func_start ? si->func_start : si->offset);
-		name = buf;
+	uint32_t fr = PNONE;
+	if (show_function) {
+		if (!name) {
+			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base_name(si->module),
+				 si->func_start ? si->func_start : si->offset);
+			name = buf;
+		}
+		uint32_t line = si->line;
+		uint32_t func = native_func(p, name, si->func_file, si->func_line, si->file, &line, si->module);
+		fr = profile_intern_frame(p, func, line, si->offset);
+		if (fr == PNONE)
+			return PNONE;
+		++*depth;
 	}
-	/* The function's file is where DWARF says it is defined; without a
-	 * definition DIE, the line table's file stands in. A line from
-	 * another file than the function's (no inline information to map it
-	 * back) would be read as a line of the function: leave it out. */
-	const char *file = si->func_file ? si->func_file : si->file;
-	uint32_t line = si->file && file && (si->file == file || !strcmp(si->file, file)) ? si->line : 0;
-	uint32_t func = profile_intern_func(p, PK_NATIVE, name, file ? file : "", si->func_file ? si->func_line : 0,
-					    si->module);
-	return profile_intern_frame(p, func, line, si->offset);
+	for (uint32_t i = 0; i < si->ninl; i++) {
+		const struct sym_inline *e = &si->inl[i];
+		if (!native_shown(p, si, e->name))
+			continue;
+		uint32_t line = e->line;
+		uint32_t func = native_func(p, e->name, e->func_file, e->func_line, e->file, &line, si->module);
+		/* Inlined into the nearest frame shown around it, if any. */
+		fr = profile_intern_inlined_frame(p, func, line, si->offset, fr);
+		if (fr == PNONE)
+			return PNONE;
+		++*depth;
+	}
+	return fr;
 }
 
 const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t addr, int call)
@@ -191,12 +235,13 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 	if (i != MAP_NONE)
 		return &in->natives[i];
 	struct jit_info ji;
-	struct pnative nv = { .frame = PNONE };
+	struct pnative nv = { .frame = PNONE, .callsite = PNONE };
 	struct sym_info si;
 	if (s->jit && jit_lookup(s->jit, addr, call, &ji)) {
 		nv.frame = jit_frame(p, &ji, addr);
 		if (nv.frame == PNONE)
 			return NULL;
+		nv.depth = 1;
 	} else {
 		struct sym_space *sp = stream_space(p, st);
 		if (!sp)
@@ -213,19 +258,36 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 			si.interpreter = perfmap_is_cpython_trampoline(pm->name);
 		nv.eval = (uint8_t)si.eval;
 		nv.interpreter = (uint8_t)si.interpreter;
-		/* Frames hidden in this model need no function or frame. */
-		if (in->opts.keep_interpreter || !si.interpreter) {
-			if (pm)
+		if (pm) {
+			/* Named by the perf map (no DWARF, no inlining). */
+			if (in->opts.keep_interpreter || !si.interpreter) {
 				nv.frame = profile_intern_frame(
 					p,
 					profile_intern_func(p, PK_JIT, pm->name[0] ? pm->name : "[perf-map]", "", 0,
 							    "[perf-map]"),
 					0, addr);
-			else
-				nv.frame = make_frame(p, &si, si.module ? si.offset : addr);
-			if (nv.frame == PNONE)
-				return NULL;
+				nv.depth = 1;
+			}
+		} else if (!si.eval) {
+			nv.frame = make_frames(p, &si, si.module ? si.offset : addr, native_shown(p, &si, si.name),
+					       &nv.depth);
+		} else if (in->opts.keep_interpreter) {
+			/* An eval activation is a frame of its own, right above
+			 * the Python frames it runs (merge.c). The functions
+			 * inlined into it where it called out (call_function,
+			 * import_name...) ran for the innermost of those: they
+			 * are a chain of their own, put below them. */
+			struct sym_info fn = si;
+			fn.inl = NULL;
+			fn.ninl = 0;
+			nv.frame = make_frames(p, &fn, si.offset, 1, &nv.depth);
+			if (nv.frame != PNONE)
+				nv.callsite = make_frames(p, &si, si.offset, 0, &nv.callsite_depth);
 		}
+		/* Otherwise an eval activation is replaced by its Python
+		 * frames, the functions inlined into it included. */
+		if (in->oom)
+			return NULL;
 	}
 	if (in->nnatives == in->cap_natives) {
 		uint32_t cap = in->cap_natives ? in->cap_natives * 2 : 1024;

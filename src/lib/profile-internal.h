@@ -33,7 +33,15 @@ struct pstream {
 
 /* One native address of one stream, symbolized (native.c). */
 struct pnative {
-	uint32_t frame;       /* PNONE for interpreter frames hidden in this model */
+	uint32_t frame;       /* the innermost of its frames (those inlined there follow
+	                       * inlined_into out to the function); PNONE when all are
+	                       * hidden in this model (CPython's call machinery) */
+	uint16_t depth;       /* how many frames that chain has (0 with PNONE) */
+	uint32_t callsite;    /* an eval activation with keep_interpreter: the innermost
+	                       * function inlined into it where it called out (a chain
+	                       * not linked to the eval frame, shown under the Python
+	                       * frames it runs); else PNONE */
+	uint16_t callsite_depth;
 	uint8_t eval;         /* an activation of CPython's eval loop */
 	uint8_t interpreter;  /* CPython's own code */
 };
@@ -115,6 +123,8 @@ enum { NODE_FIRST_FUNC = 1, NODE_FIRST_LINE = 2 };
 uint32_t profile_intern_func(struct profile *p, int kind, const char *name, const char *file,
 			     uint32_t line, const char *module);
 uint32_t profile_intern_frame(struct profile *p, uint32_t func, uint32_t line, uint64_t addr);
+/* A frame of a function inlined into frame `into` (PNONE: none). */
+uint32_t profile_intern_inlined_frame(struct profile *p, uint32_t func, uint32_t line, uint64_t addr, uint32_t into);
 /* `first` (NODE_FIRST_*) is recorded if the node is new; it depends only on
  * the node's path, so it is the same for every stack that reaches it. */
 uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame, uint8_t first);

@@ -102,7 +102,8 @@ static int frame_eq(const void *ctx, uint32_t id)
 {
 	const struct frame_key *k = ctx;
 	const struct pframe *f = &k->p->frames[id];
-	return f->func == k->f.func && f->line == k->f.line && f->addr == k->f.addr;
+	return f->func == k->f.func && f->line == k->f.line && f->addr == k->f.addr &&
+	       f->inlined_into == k->f.inlined_into;
 }
 
 /* The line-row key of (func, line): line rows aggregate frames that differ
@@ -128,11 +129,17 @@ static uint32_t fl_key(struct profile *p, uint32_t func, uint32_t line)
 
 uint32_t profile_intern_frame(struct profile *p, uint32_t func, uint32_t line, uint64_t addr)
 {
+	return profile_intern_inlined_frame(p, func, line, addr, PNONE);
+}
+
+uint32_t profile_intern_inlined_frame(struct profile *p, uint32_t func, uint32_t line, uint64_t addr, uint32_t into)
+{
 	struct profile_internal *in = p->in;
 	if (func == PNONE)
 		return PNONE;
-	struct frame_key k = { p, { .func = func, .line = line, .addr = addr } };
-	uint64_t h = hash_u64((uint64_t)func << 32 | line) ^ hash_u64(addr + 0x9e3779b97f4a7c15ull);
+	struct frame_key k = { p, { .func = func, .line = line, .addr = addr, .inlined_into = into } };
+	uint64_t h = hash_u64((uint64_t)func << 32 | line) ^ hash_u64(addr + 0x9e3779b97f4a7c15ull) ^
+		     hash_u64((uint64_t)into << 1 | 1);
 	uint32_t id = idmap_find(&in->frame_map, h, frame_eq, &k);
 	if (id != MAP_NONE)
 		return id;

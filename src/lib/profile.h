@@ -41,6 +41,15 @@
  * (the interrupted instruction at the leaf, a return address above it).
  * "[native stack incomplete]" (PK_OTHER) separates Python frames the
  * native walk could not reach from the native frames it found.
+ *
+ * Functions inlined into a native function (DWARF inlined subroutines)
+ * are frames of their own, right below the frame they are inlined into,
+ * outermost first, each at its own line and at the same address; such a
+ * frame's inlined_into names the frame around it. The outer function's
+ * line is the line that the inlined code came from (its call site), so
+ * every line of a frame is a line of that frame's function. Exporters
+ * whose format knows inlining (pprof: several lines per location) group a
+ * frame with those inlined into it; for the others they are calls.
  */
 #ifndef STRATA_PROFILE_H
 #define STRATA_PROFILE_H
@@ -68,6 +77,10 @@ struct pframe {
 	uint32_t func;
 	uint32_t line;       /* line executing in this frame, 0 if unknown */
 	uint64_t addr;       /* instruction address for native/JIT frames, else 0 */
+	uint32_t inlined_into; /* a function inlined into another (native code with
+	                        * DWARF): the frame it is inlined into, which has the
+	                        * same address and is its parent in every stack; PNONE
+	                        * for a frame of its own (every Python frame) */
 };
 
 struct pnode {

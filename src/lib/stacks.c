@@ -156,23 +156,30 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 {
 	struct profile_internal *in = p->in;
 	uint32_t npy = r->npy, nn = r->nnative;
-	size_t a1 = (size_t)(npy + nn) * sizeof(struct merge_frame);
+	size_t a1 = (size_t)(npy + 2 * (size_t)nn) * sizeof(struct merge_frame);
 	size_t a2 = (size_t)nn * sizeof(struct merge_native);
 	size_t a3 = (size_t)nn * sizeof(uint32_t), a4 = (size_t)npy * sizeof(uint32_t);
-	uint8_t *b = merge_reserve(in, a1 + a2 + a3 + a4 + 16);
-	if (!b || scratch_reserve(in, npy + nn + 2))
+	uint8_t *b = merge_reserve(in, a1 + a2 + 2 * a3 + a4 + 16);
+	if (!b)
 		return UINT32_MAX;
 	struct merge_frame *mf = (struct merge_frame *)b;
 	struct merge_native *mn = (struct merge_native *)(b + a1);
-	uint32_t *nframe = (uint32_t *)(b + a1 + a2), *pyflags = (uint32_t *)(b + a1 + a2 + a3);
+	uint32_t *nframe = (uint32_t *)(b + a1 + a2), *ncall = (uint32_t *)(b + a1 + a2 + a3);
+	uint32_t *pyflags = (uint32_t *)(b + a1 + a2 + 2 * a3);
+	uint64_t nframes = 0; /* native frames, those of inlined functions included */
 	for (uint32_t i = 0; i < nn; i++) {
 		/* Every address but the interrupted one is a return address. */
 		const struct pnative *nv = native_lookup(p, st, r->native[i], i > 0);
 		if (!nv)
 			return UINT32_MAX;
-		mn[i] = (struct merge_native){ .eval = nv->eval, .interpreter = nv->interpreter };
+		mn[i] = (struct merge_native){ .eval = nv->eval, .interpreter = nv->interpreter,
+					       .hidden = nv->frame == PNONE, .callsite = nv->callsite != PNONE };
 		nframe[i] = nv->frame;
+		ncall[i] = nv->callsite;
+		nframes += nv->depth + nv->callsite_depth;
 	}
+	if (nframes + npy + 2 > UINT32_MAX || scratch_reserve(in, (uint32_t)(nframes + npy + 2)))
+		return UINT32_MAX;
 	for (uint32_t i = 0; i < npy; i++)
 		pyflags[i] = r->py[i].flags;
 	int complete = !(r->flags & (STACK_NATIVE_FAILED | STACK_NATIVE_TRUNCATED));
@@ -188,10 +195,18 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 	if (mk != PNONE)
 		fr[n++] = mk;
 	for (uint32_t k = m; k-- > 0;) {
-		if (mf[k].kind == MERGE_PY)
+		if (mf[k].kind == MERGE_PY) {
 			fr[n++] = py_frame(p, st, &r->py[mf[k].index]);
-		else if (nframe[mf[k].index] != PNONE)
-			fr[n++] = nframe[mf[k].index];
+		} else if ((mf[k].kind == MERGE_NATIVE ? nframe : ncall)[mf[k].index] != PNONE) {
+			/* The function, then what is inlined in it, outermost
+			 * first: the chain is linked from the innermost. */
+			uint32_t f = (mf[k].kind == MERGE_NATIVE ? nframe : ncall)[mf[k].index], d = 0;
+			for (uint32_t g = f; g != PNONE; g = p->frames[g].inlined_into)
+				d++;
+			n += d;
+			for (uint32_t g = f, j = n; g != PNONE; g = p->frames[g].inlined_into)
+				fr[--j] = g;
+		}
 		if (k == cut && cut > 0)
 			fr[n++] = profile_marker_frame(p, "[native stack incomplete]");
 	}

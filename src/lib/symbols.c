@@ -4,15 +4,25 @@
  * own and one session serves every process that mapped the object. A
  * per-object memo keeps repeated addresses (most of a profile's) cheap.
  *
- * An object whose file now has a different build id than the recorded one
- * (reinstalled since) is not trusted: its frames show as object+offset.
+ * Debug information is found the way gdb and elfutils find it: a
+ * separate debug file by build id (D/.build-id/xx/yyyy.debug) or by
+ * .gnu_debuglink, in /usr/lib/debug and the directories of
+ * STRATA_DEBUG_DIRS, then, when DEBUGINFOD_URLS names servers, from
+ * debuginfod (libdwfl asks them itself). An object whose file is gone, or
+ * now has a different build id than the recorded one (reinstalled since),
+ * is looked up by the recorded build id instead: its executable or debug
+ * file in those directories, then from debuginfod (through the client
+ * library, loaded the way libdw loads it). Without any of them its frames
+ * show as object+offset: the file at the path is not trusted.
  */
 #include "symbols.h"
 #include "merge.h"
 #include "../common/cfi.h"
 #include "../common/elfsect.h"
 
+#include <dlfcn.h>
 #include <dwarf.h>
+#include <elfutils/debuginfod.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -34,11 +44,18 @@ struct memo {
 	uint32_t func_line;
 	const char *func_file;
 	uint64_t func_start;
+	const struct sym_inline *inl;
+	uint32_t ninl;
 };
 
 struct symfile {
 	struct symfile *next;
 	char *path;
+	/* The file whose sections (.eh_frame, .text) are read directly: the
+	 * object at `path`, the same build found by build id, or NULL when
+	 * only a debug file is there (its copies of them are empty). */
+	const char *elf_path;
+	char *found_path;       /* elf_path when it is not `path` (owned) */
 	uint8_t build_id[64];
 	size_t build_id_len;
 	uint8_t *image;
@@ -97,22 +114,39 @@ struct strnode {
 	char s[];
 };
 
+/* Chains of inlined functions (sym_info.inl), packed in blocks. */
+struct inl_block {
+	struct inl_block *next;
+	uint32_t n, cap;
+	struct sym_inline v[];
+};
+
+/* debuginfod's client library, loaded on first use when DEBUGINFOD_URLS
+ * is set (dlopen, as libdw does: strata runs where it is not installed). */
+struct dbgd {
+	int tried;
+	void *so;
+	__typeof__(debuginfod_begin) *begin;
+	__typeof__(debuginfod_end) *end;
+	__typeof__(debuginfod_find_executable) *find_executable;
+	__typeof__(debuginfod_find_debuginfo) *find_debuginfo;
+	debuginfod_client *client;
+};
+
 struct symbolizer {
 	struct symfile *files;
+	struct inl_block *inl;
+	/* libdwfl's callbacks and debug file path: ":.debug:" (next to the
+	 * object, its .debug/), STRATA_DEBUG_DIRS, "/usr/lib/debug". */
+	Dwfl_Callbacks cb;
+	char *debuginfo_path;
+	struct dbgd dbgd;
 	struct sym_space *spaces;
 	struct strnode *strings; /* demangled and unversioned names */
 	struct strnode **strtab; /* the same, hashed, so each is kept once */
 	uint32_t strtab_cap, nstrings;
 };
 
-static char *debuginfo_path = NULL; /* libdwfl's default: ":.debug:/usr/lib/debug" */
-
-static const Dwfl_Callbacks callbacks = {
-	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
-	.section_address = dwfl_offline_section_address,
-	.debuginfo_path = &debuginfo_path,
-};
 
 int sym_is_interpreter_path(const char *path)
 {
@@ -132,7 +166,25 @@ int sym_is_interpreter_path(const char *path)
 
 struct symbolizer *sym_new(void)
 {
-	return calloc(1, sizeof(struct symbolizer));
+	struct symbolizer *s = calloc(1, sizeof(struct symbolizer));
+	if (!s)
+		return NULL;
+	const char *dirs = getenv("STRATA_DEBUG_DIRS");
+	if (!dirs)
+		dirs = "";
+	size_t n = strlen(dirs) + sizeof(":.debug::/usr/lib/debug");
+	if (!(s->debuginfo_path = malloc(n))) {
+		free(s);
+		return NULL;
+	}
+	snprintf(s->debuginfo_path, n, ":.debug:%s%s/usr/lib/debug", dirs, *dirs ? ":" : "");
+	s->cb = (Dwfl_Callbacks){
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.section_address = dwfl_offline_section_address,
+		.debuginfo_path = &s->debuginfo_path,
+	};
+	return s;
 }
 
 void sym_free(struct symbolizer *s)
@@ -144,6 +196,7 @@ void sym_free(struct symbolizer *s)
 		if (f->dwfl)
 			dwfl_end(f->dwfl);
 		free(f->path);
+		free(f->found_path);
 		free(f->image);
 		free(f->memo);
 		free(f->eval);
@@ -157,6 +210,15 @@ void sym_free(struct symbolizer *s)
 		free(sp->m);
 		free(sp);
 	}
+	for (struct inl_block *b = s->inl, *n; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	if (s->dbgd.client)
+		s->dbgd.end(s->dbgd.client);
+	if (s->dbgd.so)
+		dlclose(s->dbgd.so);
+	free(s->debuginfo_path);
 	free(s->strtab);
 	for (struct strnode *t = s->strings, *n; t; t = n) {
 		n = t->next;
@@ -297,12 +359,12 @@ static void find_eval(struct symfile *f)
 		else
 			hot_lo = addr, hot_hi = addr + sym.st_size;
 	}
-	if (named_parts || !hot_hi || f->image_len)
+	if (named_parts || !hot_hi || !f->elf_path)
 		return;
 	struct elf_section sec;
-	if (elf_find_section(f->path, ".eh_frame", &sec))
+	if (elf_find_section(f->elf_path, ".eh_frame", &sec))
 		return;
-	uint8_t *data = elf_read_section(f->path, &sec);
+	uint8_t *data = elf_read_section(f->elf_path, &sec);
 	if (!data)
 		return;
 	struct cfi_table t;
@@ -329,8 +391,8 @@ static void find_eval(struct symfile *f)
 	}
 	struct elf_section tsec;
 	uint8_t *text = NULL;
-	if (elf_find_section(f->path, ".text", &tsec) == 0 && hot_lo >= tsec.addr && hot_hi <= tsec.addr + tsec.size)
-		text = elf_read_section(f->path, &tsec);
+	if (elf_find_section(f->elf_path, ".text", &tsec) == 0 && hot_lo >= tsec.addr && hot_hi <= tsec.addr + tsec.size)
+		text = elf_read_section(f->elf_path, &tsec);
 	if (best != CFI_NO_RULE && text) {
 		const struct cfi_rules *body = &t.rules[best];
 		for (uint32_t i = 0; i < t.nfdes; i++) {
@@ -357,53 +419,142 @@ static void find_eval(struct symfile *f)
 	cfi_table_free(&t);
 }
 
+/* Reports the ELF file open at `fd` as the object, in a session of its
+ * own (which takes over fd). Returns 0, or -1 (fd closed, nothing kept)
+ * when it is no ELF file or not the build the profile recorded. */
+static int report_file(struct symbolizer *s, struct symfile *f, int fd, const char *file)
+{
+	Dwfl *dwfl = dwfl_begin(&s->cb);
+	if (!dwfl) {
+		close(fd);
+		return -1;
+	}
+	dwfl_report_begin(dwfl);
+	const char *base = strrchr(f->path, '/');
+	Dwfl_Module *mod = dwfl_report_elf(dwfl, base ? base + 1 : f->path, file, fd, 0, 0);
+	dwfl_report_end(dwfl, NULL, NULL);
+	if (!mod) {
+		/* dwfl_report_elf keeps fd only when it made a module. */
+		close(fd);
+		dwfl_end(dwfl);
+		return -1;
+	}
+	if (f->build_id_len) {
+		const unsigned char *bits;
+		GElf_Addr vaddr;
+		int n = dwfl_module_build_id(mod, &bits, &vaddr);
+		if (n > 0 && ((size_t)n != f->build_id_len || memcmp(bits, f->build_id, f->build_id_len))) {
+			dwfl_end(dwfl); /* a different build */
+			return -1;
+		}
+	}
+	f->dwfl = dwfl;
+	f->mod = mod;
+	return 0;
+}
+
+/* A regular file only: the path comes from the profile, and a FIFO or a
+ * device named there must not block or feed the report. */
+static int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static struct dbgd *debuginfod(struct symbolizer *s)
+{
+	struct dbgd *d = &s->dbgd;
+	if (!d->tried) {
+		d->tried = 1;
+		const char *urls = getenv("DEBUGINFOD_URLS");
+		if (!urls || !*urls || !(d->so = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL)))
+			return NULL;
+		d->begin = (__typeof__(d->begin))dlsym(d->so, "debuginfod_begin");
+		d->end = (__typeof__(d->end))dlsym(d->so, "debuginfod_end");
+		d->find_executable = (__typeof__(d->find_executable))dlsym(d->so, "debuginfod_find_executable");
+		d->find_debuginfo = (__typeof__(d->find_debuginfo))dlsym(d->so, "debuginfod_find_debuginfo");
+		if (!d->begin || !d->end || !d->find_executable || !d->find_debuginfo || !(d->client = d->begin())) {
+			dlclose(d->so);
+			d->so = NULL;
+		}
+	}
+	return d->client ? d : NULL;
+}
+
+/* The recorded build of an object whose file is gone or was replaced,
+ * by its build id: its executable (D/.build-id/xx/yyyy, as Fedora links
+ * them) or its debug file (D/.build-id/xx/yyyy.debug) in each absolute
+ * directory D of the debug path, then the same from debuginfod. With the
+ * executable everything works as with the original file; with only a
+ * debug file, names, lines and inlined functions do (its copies of
+ * .eh_frame and .text are empty). Returns 0 with the object reported, -1
+ * if no file is found. */
+static int open_by_build_id(struct symbolizer *s, struct symfile *f)
+{
+	char hex[2 * sizeof(f->build_id) + 1];
+	for (size_t i = 0; i < f->build_id_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", f->build_id[i]);
+	for (int debug = 0; debug < 2; debug++)
+		for (const char *d = s->debuginfo_path; *d;) {
+			size_t n = strcspn(d, ":");
+			if (*d == '/' && n < 4096) {
+				char path[4096 + sizeof(hex) + 32];
+				snprintf(path, sizeof(path), "%.*s/.build-id/%.2s/%s%s", (int)n, d, hex, hex + 2,
+					 debug ? ".debug" : "");
+				int fd = open_regular(path);
+				if (fd >= 0 && report_file(s, f, fd, path) == 0) {
+					if (!debug)
+						f->elf_path = f->found_path = strdup(path);
+					return 0;
+				}
+			}
+			d += n + (d[n] == ':');
+		}
+	struct dbgd *dd = debuginfod(s);
+	for (int debug = 0; dd && debug < 2; debug++) {
+		char *path = NULL;
+		int fd = (debug ? dd->find_debuginfo : dd->find_executable)(dd->client, f->build_id,
+									     (int)f->build_id_len, &path);
+		if (fd >= 0 && report_file(s, f, fd, path ? path : f->path) == 0) {
+			if (!debug && path)
+				f->elf_path = f->found_path = path;
+			else
+				free(path);
+			return 0;
+		}
+		free(path);
+	}
+	return -1;
+}
+
 /* Opens the object on first use. */
-static int file_open(struct symfile *f)
+static int file_open(struct symbolizer *s, struct symfile *f)
 {
 	if (f->opened)
 		return f->ok;
 	f->opened = 1;
-	int fd = -1;
 	if (f->image_len) {
 		/* An object with no file (the vDSO): libdwfl reads it from a
 		 * memory file holding the recorded image. */
-		fd = memfd_create("strata-image", MFD_CLOEXEC);
+		int fd = memfd_create("strata-image", MFD_CLOEXEC);
 		if (fd < 0 || write(fd, f->image, f->image_len) != (ssize_t)f->image_len) {
 			if (fd >= 0)
 				close(fd);
 			return 0;
 		}
-	} else {
-		/* The path comes from the profile: only a regular file is
-		 * read (a FIFO or a device named there must not block or
-		 * feed the report). */
-		fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-			if (fd >= 0)
-				close(fd);
+		if (report_file(s, f, fd, f->path))
 			return 0;
-		}
-	}
-	f->dwfl = dwfl_begin(&callbacks);
-	if (!f->dwfl) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	dwfl_report_begin(f->dwfl);
-	const char *base = strrchr(f->path, '/');
-	/* dwfl takes over fd (closed by dwfl_end). */
-	f->mod = dwfl_report_elf(f->dwfl, base ? base + 1 : f->path, f->path, fd, 0, 0);
-	dwfl_report_end(f->dwfl, NULL, NULL);
-	if (!f->mod)
-		return 0;
-	if (f->build_id_len) {
-		const unsigned char *bits;
-		GElf_Addr vaddr;
-		int n = dwfl_module_build_id(f->mod, &bits, &vaddr);
-		if (n > 0 && ((size_t)n != f->build_id_len || memcmp(bits, f->build_id, f->build_id_len)))
-			return 0; /* a different build now lives at this path */
+	} else {
+		int fd = open_regular(f->path);
+		if (fd >= 0 && report_file(s, f, fd, f->path) == 0)
+			f->elf_path = f->path;
+		else if (!f->build_id_len || open_by_build_id(s, f))
+			return 0;
 	}
 	f->ok = 1;
 	if (f->interpreter)
@@ -518,6 +669,8 @@ static struct memo *memo_slot(struct symfile *f, uint64_t key, int *found)
 static void load_plt(struct symbolizer *s, struct symfile *f)
 {
 	f->plt_done = 1;
+	if (!f->elf_path && !f->image_len)
+		return; /* a debug file: its .plt and .rela.plt are empty copies */
 	GElf_Addr bias = 0;
 	Elf *elf = dwfl_module_getelf(f->mod, &bias);
 	size_t shstrndx;
@@ -673,11 +826,65 @@ static const char *cu_file(Dwarf_Die *cu, Dwarf_Word idx)
 	return dwarf_filesrc(files, idx, NULL, NULL);
 }
 
+/* The name DWARF gives a subprogram or an inlined instance of one (through
+ * its abstract origin): the linkage name demangled, else the plain name. */
+static const char *die_name(struct symbolizer *s, Dwarf_Die *d)
+{
+	Dwarf_Attribute at;
+	const char *nm = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_linkage_name, &at));
+	nm = nm ? demangle(s, nm) : dwarf_diename(d);
+	return nm && *nm ? nm : NULL;
+}
+
+/* Where an inlined instance was called from: the line in the code around
+ * it. DW_AT_call_file indexes the line table of the CU holding the
+ * instance. Returns 0 if DWARF does not say. */
+static int call_site(Dwarf_Die *inl, const char **file, uint32_t *line)
+{
+	Dwarf_Attribute at;
+	Dwarf_Word cf, cl;
+	Dwarf_Die cu;
+	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &at), &cf) != 0 ||
+	    dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &at), &cl) != 0 || cl == 0 || cl > UINT32_MAX ||
+	    !dwarf_diecu(inl, &cu, NULL, NULL))
+		return 0;
+	const char *f = cu_file(&cu, cf);
+	if (!f)
+		return 0;
+	*file = f;
+	*line = (uint32_t)cl;
+	return 1;
+}
+
+/* Room for inlined chains, kept until sym_free. */
+static struct sym_inline *inl_alloc(struct symbolizer *s, uint32_t n)
+{
+	struct inl_block *b = s->inl;
+	if (!b || b->cap - b->n < n) {
+		uint32_t cap = n > 1024 ? n : 1024;
+		b = malloc(sizeof(*b) + (size_t)cap * sizeof(b->v[0]));
+		if (!b)
+			return NULL;
+		b->n = 0;
+		b->cap = cap;
+		b->next = s->inl;
+		s->inl = b;
+	}
+	struct sym_inline *v = &b->v[b->n];
+	b->n += n;
+	return v;
+}
+
+/* Inlining deeper than this keeps its innermost levels' place in the
+ * function (the line it called) but not the levels themselves. */
+#define MAX_INLINE 64
+
 /* From DWARF: the function (DW_TAG_subprogram) that contains `a`, where it
- * is declared, and its name when no ELF symbol gave one. Code inlined into
- * it is attributed to the function's own line that called the inlined
- * code (the outermost inlined call site), so that out->file/line always
- * point into the function reported, not into a header it inlined. */
+ * is declared, its name when no ELF symbol gave one, and the functions
+ * inlined at `a` (DW_TAG_inlined_subroutine), outermost first, each with
+ * the line executing in it. The function's own line is the call site of
+ * the outermost inlined function, so that out->file/line always point
+ * into the function reported, not into a header it inlined. */
 static void func_scope(struct symbolizer *s, struct symfile *f, uint64_t a, struct sym_info *out)
 {
 	Dwarf_Addr bias = 0;
@@ -685,73 +892,105 @@ static void func_scope(struct symbolizer *s, struct symfile *f, uint64_t a, stru
 	if (!cu)
 		return;
 	/* dwarf_getscopes stops at the innermost inlined instance (its chain
-	 * goes on through the abstract instance); the function it is inlined
+	 * goes on through the abstract instance); the code it is inlined
 	 * into is found by asking for the scopes around that DIE itself, as
 	 * many times as inlining is nested. */
+	Dwarf_Die inl[MAX_INLINE]; /* innermost first */
+	uint32_t ninl = 0;
+	Dwarf_Die sub;
+	int have_sub = 0, deep = 0;
+	const char *call_file = NULL; /* the outermost call site seen */
+	uint32_t call_line = 0;
 	Dwarf_Die *scopes = NULL;
 	int n = dwarf_getscopes(cu, a - bias, &scopes);
-	Dwarf_Die *sub = NULL;
-	for (int depth = 0; n > 0 && depth < 64 && !sub; depth++) {
-		int i = 0;
+	while (n > 0) {
+		int i = 0, tag = 0;
 		for (; i < n; i++) {
-			int tag = dwarf_tag(&scopes[i]);
+			tag = dwarf_tag(&scopes[i]);
 			if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
 				break;
 		}
 		if (i == n)
 			break;
-		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
-			sub = &scopes[i];
+		if (tag == DW_TAG_subprogram) {
+			sub = scopes[i];
+			have_sub = 1;
 			break;
 		}
-		/* Code inlined here: the line that called it (one level out
-		 * per pass, so the outermost call site is the one kept). */
-		Dwarf_Attribute at;
-		Dwarf_Word cf, cl;
-		if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &at), &cf) == 0 &&
-		    dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &at), &cl) == 0 && cl > 0 &&
-		    cl <= UINT32_MAX) {
-			const char *file = cu_file(cu, cf);
-			if (file) {
-				out->file = file;
-				out->line = (uint32_t)cl;
-			}
+		if (ninl < MAX_INLINE)
+			inl[ninl++] = scopes[i];
+		else
+			deep = 1;
+		if (!call_site(&scopes[i], &call_file, &call_line)) {
+			call_file = NULL;
+			call_line = 0;
 		}
-		Dwarf_Die inl = scopes[i], *outer = NULL;
-		int m = dwarf_getscopes_die(&inl, &outer);
+		Dwarf_Die here = scopes[i], *outer = NULL;
+		int m = dwarf_getscopes_die(&here, &outer);
 		free(scopes);
-		scopes = NULL;
+		scopes = outer;
 		/* outer[0] is the inlined instance itself. */
 		if (m <= 1) {
-			free(outer);
 			n = 0;
 			break;
 		}
-		scopes = outer;
-		n = m;
-		memmove(scopes, scopes + 1, (size_t)(n - 1) * sizeof(*scopes));
-		n--;
+		n = m - 1;
+		memmove(scopes, scopes + 1, (size_t)n * sizeof(*scopes));
 	}
-	if (sub) {
+	free(scopes);
+	if (ninl && !deep) {
+		/* The line table's line is the innermost level's; each level's
+		 * call site is a line of the level around it. */
+		const char *file = out->file;
+		uint32_t line = out->line;
+		struct sym_inline *v = inl_alloc(s, ninl);
+		uint32_t k = ninl;
+		for (uint32_t i = 0; v && i < ninl; i++) {
+			/* inl[i]: its line is (file, line); where it was
+			 * called from is the line of inl[i + 1]. */
+			const char *nm = die_name(s, &inl[i]);
+			if (nm) {
+				struct sym_inline *e = &v[--k];
+				int dl = 0;
+				e->name = nm;
+				e->func_file = dwarf_decl_file(&inl[i]);
+				e->func_line = e->func_file && dwarf_decl_line(&inl[i], &dl) == 0 && dl > 0 ? (uint32_t)dl : 0;
+				e->file = file;
+				e->line = line;
+			}
+			if (!call_site(&inl[i], &file, &line)) {
+				file = NULL;
+				line = 0;
+			}
+		}
+		/* Unnamed levels (no abstract origin to name them) are left
+		 * out: what they run is shown in the level around them. */
+		if (v && k < ninl) {
+			out->inl = v + k;
+			out->ninl = ninl - k;
+		}
+	}
+	if (ninl) {
+		out->file = call_file;
+		out->line = call_line;
+	}
+	if (have_sub) {
 		int dl = 0;
-		out->func_file = dwarf_decl_file(sub);
-		if (out->func_file && dwarf_decl_line(sub, &dl) == 0 && dl > 0)
+		out->func_file = dwarf_decl_file(&sub);
+		if (out->func_file && dwarf_decl_line(&sub, &dl) == 0 && dl > 0)
 			out->func_line = (uint32_t)dl;
 		if (!out->name) {
-			Dwarf_Attribute at;
-			const char *nm = dwarf_formstring(dwarf_attr_integrate(sub, DW_AT_linkage_name, &at));
-			nm = nm ? demangle(s, nm) : dwarf_diename(sub);
-			if (nm && *nm) {
+			const char *nm = die_name(s, &sub);
+			if (nm) {
 				out->name = nm;
 				Dwarf_Addr lo = 0;
-				if (dwarf_lowpc(sub, &lo) == 0 && lo + bias <= a) {
+				if (dwarf_lowpc(&sub, &lo) == 0 && lo + bias <= a) {
 					out->func_start = lo + bias;
 					out->sym_offset = a - out->func_start;
 				}
 			}
 		}
 	}
-	free(scopes);
 }
 
 /* Where the function containing `a` starts, from the unwind information:
@@ -764,14 +1003,14 @@ static uint64_t fde_start(struct symfile *f, uint64_t a)
 		f->fdes_done = 1;
 		struct elf_section sec;
 		int debug = 0;
-		if (f->image_len)
-			return 0; /* the vDSO names all its functions */
-		if (elf_find_section(f->path, ".eh_frame", &sec) != 0) {
-			if (elf_find_section(f->path, ".debug_frame", &sec) != 0)
+		if (!f->elf_path)
+			return 0; /* the vDSO names all its functions; a debug file has its symbols */
+		if (elf_find_section(f->elf_path, ".eh_frame", &sec) != 0) {
+			if (elf_find_section(f->elf_path, ".debug_frame", &sec) != 0)
 				return 0;
 			debug = 1;
 		}
-		uint8_t *data = elf_read_section(f->path, &sec);
+		uint8_t *data = elf_read_section(f->elf_path, &sec);
 		if (!data)
 			return 0;
 		struct cfi_source src = { data, sec.size, sec.addr, 0 };
@@ -806,7 +1045,7 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 	out->module = f->path;
 	out->offset = addr - m->bias;
 	out->interpreter = f->interpreter;
-	if (!file_open(f))
+	if (!file_open(sp->owner, f))
 		return;
 	uint64_t a = out->offset - (call ? 1 : 0);
 	for (uint32_t i = 0; i < f->neval; i++)
@@ -822,6 +1061,8 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		out->func_file = e->func_file;
 		out->func_line = e->func_line;
 		out->func_start = e->func_start;
+		out->inl = e->inl;
+		out->ninl = e->ninl;
 		return;
 	}
 	/* PLT stubs first: no symbol covers them, but a sizeless one before
@@ -868,6 +1109,8 @@ void sym_lookup(struct sym_space *sp, uint64_t addr, int call, struct sym_info *
 		e->func_file = out->func_file;
 		e->func_line = out->func_line;
 		e->func_start = out->func_start;
+		e->inl = out->inl;
+		e->ninl = out->ninl;
 		f->memo_n++;
 	}
 }

@@ -3,8 +3,9 @@
  * profiled process was in (from its REC_MODULE records), and in that object
  * the function (.symtab, .dynsym, MiniDebugInfo, or a separate debug file
  * found by build id or debuglink under /usr/lib/debug), the source file and
- * line when DWARF line information exists, C++ names demangled. Built on
- * elfutils libdwfl.
+ * line when DWARF line information exists, the functions inlined at the
+ * address (DWARF inlined subroutines, each at its own line), C++ names
+ * demangled. Built on elfutils libdwfl.
  *
  * One `symbolizer` serves a whole profile: objects are opened once per
  * (path, build id) however many processes mapped them; each process (a
@@ -32,6 +33,17 @@ struct sym_space *sym_space_new(struct symbolizer *s);
  * covers the address. Returns 0, or -1 on OOM. */
 int sym_space_add(struct sym_space *sp, const struct rec_module *m);
 
+/* One function inlined at an address (a DWARF DW_TAG_inlined_subroutine):
+ * the function, and the line executing in it. */
+struct sym_inline {
+	const char *name;      /* demangled; never NULL (unnamed ones are left out) */
+	const char *func_file; /* where it is defined (DWARF), NULL if unknown */
+	uint32_t func_line;    /* its first line, 0 if unknown */
+	const char *file;      /* the line executing in it: the call site of the */
+	uint32_t line;         /* next inlined level, or for the innermost the line
+	                        * table's line; NULL/0 if unknown */
+};
+
 struct sym_info {
 	const char *module;   /* object path ("[vdso]" ...), NULL if no mapping covers the address */
 	uint64_t offset;      /* address relative to the object's load bias (its ELF address) */
@@ -43,6 +55,10 @@ struct sym_info {
 	uint32_t line;        /* 0 if unknown. Code inlined into the function is given the
 	                       * function's own line that called it (DWARF call site), so
 	                       * file:line is always inside the function named */
+	const struct sym_inline *inl; /* the functions inlined at the address, outermost
+	                       * first: inl[0] is inlined into the function named, at
+	                       * `line`; inl[i + 1] into inl[i], at inl[i].line */
+	uint32_t ninl;
 	const char *func_file;/* where the function is defined (DWARF), NULL if unknown */
 	uint32_t func_line;   /* its first line, 0 if unknown */
 	int interpreter;      /* the object is CPython itself (python executable or libpython) */

@@ -643,8 +643,21 @@ def test_pprof_native(tmp_path):
             assert one(loc, "address") != 0
         elif want["kind"] == "python":
             assert one(loc, "mapping_id") == 1
+    # Functions inlined into a native function are lines of its
+    # location, innermost first, the function they are inlined into last.
+    chains = [[s(one(funcs[one(ln, "function_id")], "name")) for ln in loc["line"]] for loc in p["location"]]
+    assert ["dot_inner", "DOUBLE_dot", "PyArray_MatrixProduct2"] in chains, chains
+    assert ["DOUBLE_dot", "PyArray_MatrixProduct2"] in chains, chains
+    assert all(len(c) == 1 for c in chains if c[-1] != "PyArray_MatrixProduct2"), chains
+    numpy = next(m for m in p["mapping"] if "_multiarray_umath" in s(one(m, "filename")))
+    assert one(numpy, "has_inline_frames")
     for e, event in enumerate(exp["events"]):
         rows, _, _ = pprof_top(out, "-sample_index=%s" % event)
+        # pprof marks the functions it read as inlined.
+        inline = {k[:-len(" (inline)")] for k in rows if k.endswith(" (inline)")}
+        rows = {k[:-len(" (inline)")] if k.endswith(" (inline)") else k: v for k, v in rows.items()}
+        if e == 0:
+            assert inline == {"dot_inner", "DOUBLE_dot"}, inline
         for f in exp["functions"]:
             # pprof leaves out what costs nothing in that sample type.
             got = rows.get(f["name"], (0, 0))

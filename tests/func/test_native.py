@@ -6,10 +6,14 @@ with kind "native" and their module, the native unwinding counts) and
 Known answers from tests/func/programs/native: a C extension built here
 with -g (burn_c under a known Python line, a C function calling back into
 Python, a sorted() key function calling C again), libm's sin under a
-Python line, NumPy's C code under its caller; the eval loop never shows
-unless --keep-interpreter; unwinding fails on less than 1% of samples; the
-target survives threads, dlopen, fork, wall mode.
+Python line, NumPy's C code under its caller; a static function inlined
+at -O2 under its caller at the line of its loop; CPython's own work (the
+regex engine, list sort) under the line that asked for it, its call
+machinery (the eval loop, vectorcall...) never unless --keep-interpreter;
+unwinding fails on less than 1% of samples; the target survives threads,
+dlopen, fork, wall mode.
 """
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -23,6 +27,12 @@ MIXED = NATIVE / "mixed.py"
 EXT_C = NATIVE / "ext.c"
 # Interpreter objects: the executable, or libpython of a shared build.
 INTERP_RE = re.compile(r"(^|/)(lib)?python\d(\.\d+)?[dmt]*(\.so[.\d]*)?$")
+# CPython's call machinery that issue 14 names: never shown without
+# --keep-interpreter (src/lib/interp.c holds the whole list).
+MACHINERY_RE = re.compile(r"^(_PyEval_EvalFrame|_PyEval_Vector|PyObject_Call(?!oc)|_PyObject_Call(?!oc)|"
+                          r"PyObject_Vectorcall|_PyObject_Vectorcall|_PyObject_MakeTpCall|_PyFunction_Vectorcall|"
+                          r"method_vectorcall|cfunction_call|cfunction_vectorcall|slot_tp_|wrapperdescr_call|"
+                          r"wrapper_call)")
 
 
 def marker_line(path, marker):
@@ -89,6 +99,11 @@ class Profile:
     def module_of(self, name):
         mods = {f["module"] for f in self.report()["functions"] if f["name"] == name}
         return mods.pop() if len(mods) == 1 else None
+
+    def cpython_work(self, frames):
+        """Whether every frame is a CPython function doing work (no call
+        machinery)."""
+        return all(is_interpreter(self.module_of(x.name)) and not MACHINERY_RE.match(x.name) for x in frames)
 
 
 def build_ext(python, where):
@@ -170,38 +185,54 @@ def test_python_callback_below_c_frame(mixed):
 
 def test_python_c_python_c(mixed):
     """sorted(key=...) whose key calls C: Python -> C -> Python -> C, with
-    the interpreter's sorted() hidden between the two Python frames."""
+    only CPython's sort (no call machinery) between the two Python frames:
+    where the interpreter has names for it (pyenv's builds), list_sort_impl
+    is there."""
     sorted_line, key_line = marker_line(MIXED, "# SORTED"), marker_line(MIXED, "# KEY")
     in_key = [(f, c) for f, c in mixed.stacks() if any(x.at("key", MIXED) for x in f)]
     n = sum(c for _, c in in_key)
     assert n > 0.05 * mixed.report()["samples"], n
 
-    def exact(f):
-        for i in range(len(f) - 2):
-            if (f[i].at("uses_sorted", MIXED, sorted_line) and f[i + 1].at("key", MIXED, key_line)
-                    and f[i + 2].at("burn_c", EXT_C)):
-                return True
-        return False
+    def between(f, outer, inner):
+        """The frames between the outer and inner predicates' frames, if
+        they are next to each other but for CPython's work."""
+        for i, x in enumerate(f):
+            if outer(x):
+                j = next((j for j in range(i + 1, len(f)) if not mixed.cpython_work([f[j]])), None)
+                if j is not None and inner(f[j:]):
+                    return f[i + 1:j]
+        return None
 
-    assert sum(c for f, c in in_key if exact(f)) > 0.8 * n, in_key[:3]
-    # map() over a Python function: the function right under the map line.
+    def key_burn(rest):
+        return len(rest) >= 2 and rest[0].at("key", MIXED, key_line) and rest[1].at("burn_c", EXT_C)
+
+    mid = [(between(f, lambda x: x.at("uses_sorted", MIXED, sorted_line), key_burn), c) for f, c in in_key]
+    assert sum(c for m, c in mid if m is not None) > 0.8 * n, in_key[:3]
+    named = [m for m, _ in mid if m]
+    if named:
+        # The sort calls the key: list_sort_impl is the last frame before it.
+        assert all(m[-1].name.startswith("list_sort") for m in named), named[:3]
+    # map() over a Python function: the function under the map line,
+    # with only list() and map()'s own code between them.
     map_line = marker_line(MIXED, "# MAP")
     in_sq = [(f, c) for f, c in mixed.stacks() if any(x.at("square", MIXED) for x in f)]
     n = sum(c for _, c in in_sq)
     assert n > 0.05 * mixed.report()["samples"], n
     adjacent = sum(c for f, c in in_sq
-                   if any(f[i].at("uses_map", MIXED, map_line) and f[i + 1].at("square", MIXED)
-                          for i in range(len(f) - 1)))
+                   if between(f, lambda x: x.at("uses_map", MIXED, map_line), lambda r: r[0].at("square", MIXED))
+                   is not None)
     assert adjacent > 0.95 * n, in_sq[:3]
 
 
 def test_libm_sin_under_python_line(mixed):
     sin_line = marker_line(MIXED, "# SIN")
     rep = mixed.report()
+    # sin itself and, with libc6-dbg, what glibc inlined into it (do_sin,
+    # reduce_sincos...): every function of libm.
     libm = [f for f in rep["functions"]
-            if f["kind"] == "native" and f["module"] and Path(f["module"]).name.startswith("libm.")
-            and (re.match(r"(__)?sin(_[a-z0-9]+)?$", f["name"]) or f["name"].startswith("libm."))]
+            if f["kind"] == "native" and f["module"] and Path(f["module"]).name.startswith("libm.")]
     assert sum(f["self"] for f in libm) > 0.02 * rep["samples"], [f for f in rep["functions"] if f["module"]][:10]
+    assert any(re.match(r"(__)?sin(_[a-z0-9]+)?$", f["name"]) or f["name"].startswith("libm.") for f in libm), libm
     names = {f["name"] for f in libm}
 
     def nearest_py(f):
@@ -221,8 +252,11 @@ def is_interpreter(module):
 def test_eval_loop_hidden_unless_keep_interpreter(mixed):
     rep = mixed.report()
     assert not [f for f in rep["functions"] if f["name"].startswith("_PyEval_EvalFrameDefault")]
-    assert not [f for f in rep["functions"] if is_interpreter(f["module"])], \
-        [f for f in rep["functions"] if is_interpreter(f["module"])][:5]
+    # No call machinery, and nothing of the interpreter that has no name
+    # (Debian's python3.11 names only its exported functions).
+    interp = [f for f in rep["functions"] if is_interpreter(f["module"])]
+    bad = [f for f in interp if MACHINERY_RE.match(f["name"]) or "+0x" in f["name"]]
+    assert not bad, bad
     kept = mixed.report(keep=True)
     assert kept["native"]["keep_interpreter"] is True
     ev = [f for f in kept["functions"] if f["name"].startswith("_PyEval_EvalFrameDefault")]
@@ -230,8 +264,8 @@ def test_eval_loop_hidden_unless_keep_interpreter(mixed):
     assert max(f["total"] for f in ev) > 0.9 * kept["samples"]
     # The same samples, only more frames.
     assert kept["samples"] == rep["samples"]
-    # Interpreter code that C calls (PyFloat_FromDouble...) is the C
-    # caller's self cost when hidden, its own when kept.
+    # Interpreter code that C calls is shown in both (PyFloat_FromDouble,
+    # where it has a name) or is the C caller's self cost when hidden.
     kb, rb = func_row(kept, "burn_c")["self"], func_row(rep, "burn_c")["self"]
     assert 0.98 * rb <= kb <= rb
     # Each eval frame sits right above the Python frames it runs.
@@ -243,6 +277,13 @@ def test_eval_loop_hidden_unless_keep_interpreter(mixed):
     # And the interpreter's call machinery between caller and burn_c.
     caller = [f for f, _ in mixed.stacks(keep=True) if f[-1].at("burn_c", EXT_C)]
     assert any(len(f) >= 3 and f[-2].name != "caller" for f in caller)
+    if "debian" not in str(mixed.path.parent.name):
+        # An interpreter with names: the call machinery of the callback's
+        # call (call_back -> PyObject_CallObject... -> callback) is there
+        # with --keep-interpreter, and only then.
+        machinery = {f["name"] for f in kept["functions"] if MACHINERY_RE.match(f["name"])}
+        assert machinery & {"PyObject_CallObject", "_PyObject_MakeTpCall", "_PyFunction_Vectorcall",
+                            "PyObject_Call", "_PyObject_Call", "_PyObject_FastCallDict"}, machinery
 
 
 def test_unwinding_rarely_fails(mixed):
@@ -333,6 +374,223 @@ def test_exports_of_a_native_profile(mixed, tmp_path):
     pb = tmp_path / "mixed.pb.gz"
     assert strata("convert", mixed.path, "-f", "pprof", "-o", pb).returncode == 0
     rows, _, _ = pprof_top(pb)
+    # Functions inlined into others (glibc's do_sin...) are "NAME (inline)".
+    rows = {k[:-len(" (inline)")] if k.endswith(" (inline)") else k: v for k, v in rows.items()}
     for f in rep["functions"]:
         if f["kind"] == "native":
             assert rows.get(f["name"], (0, 0)) == (f["self"], f["total"]), f
+
+
+# ---- inlined functions ------------------------------------------------------
+
+CBURN_C = NATIVE / "cburn.c"
+INLINED = NATIVE / "inlined.py"
+
+
+def build_cburn(python, where):
+    """cburn.c built the way wheels are: -O2 (and -g for names and lines)."""
+    inc = subprocess.run([str(python.exe), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    so = Path(where) / "strata_cburn.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O2", "-I" + inc, "-o", str(so), str(CBURN_C)], check=True)
+    return so
+
+
+def assert_inlined(so, names):
+    """Each function is compiled only into its callers: no symbol, and a
+    DWARF subprogram marked inlined (DW_AT_inline) with instances."""
+    syms = subprocess.run(["nm", str(so)], capture_output=True, text=True, check=True).stdout
+    dies = re.split(r"\n(?= <\d+><[0-9a-f]+>:)",
+                    subprocess.run(["readelf", "--debug-dump=info", str(so)], capture_output=True, text=True,
+                                   check=True).stdout)
+    for name in names:
+        assert not re.search(r"\s%s(\.\w+)*$" % name, syms, re.M), "%s has a symbol: not inlined" % name
+        die = [d for d in dies if re.search(r"DW_AT_name\s*:.*\b%s$" % name, d, re.M) and "DW_TAG_subprogram" in d]
+        assert die and re.search(r"DW_AT_inline\s*:\s*[13]\b", die[0]), "%s: %s" % (name, die)
+    assert "DW_TAG_inlined_subroutine" in "".join(dies)
+
+
+_INLINED = {}
+
+
+@pytest.fixture
+def inlined(python, tmp_path_factory):
+    if python.id not in _INLINED:
+        d = tmp_path_factory.mktemp("inlined-%s" % python.id)
+        so = build_cburn(python, d)
+        assert_inlined(so, ["churn_inner", "churn_mid"])
+        out = d / "inlined.strata"
+        r = strata("record", "-o", out, "--native", "--", python.exe, INLINED, so, "1.2")
+        assert r.returncode == 0, r.stderr
+        _INLINED[python.id] = Profile(out)
+    return _INLINED[python.id]
+
+
+def test_inlined_function_is_a_frame(inlined):
+    """churn() spends its time in churn_inner()'s loop, inlined through
+    churn_mid() at -O2: the stack reads caller (CHURN line) -> churn (the
+    line calling churn_mid) -> churn_mid (the line calling churn_inner) ->
+    churn_inner (its loop), not churn at its call site."""
+    rep = inlined.report()
+    churn_line = marker_line(INLINED, "# CHURN")
+    mid, inner, loop = (marker_line(CBURN_C, m) for m in ("CALL_MID", "CALL_INNER", "INNER_LOOP"))
+    caller = func_row(rep, "caller")
+    exact = inlined.count(lambda f: len(f) >= 4 and f[-4].at("caller", INLINED, churn_line)
+                          and f[-3].at("churn", CBURN_C, mid) and f[-2].at("churn_mid", CBURN_C, inner)
+                          and f[-1].at("churn_inner", CBURN_C) and f[-1].line in (loop - 1, loop))
+    assert exact > 0.9 * caller["total"], inlined.stacks()[:5]
+    row = func_row(rep, "churn_inner")
+    assert row["kind"] == "native" and Path(row["module"]).name == "strata_cburn.so", row
+    assert Path(row["file"]).name == "cburn.c" and row["line"] == marker_line(CBURN_C, "churn_inner(long n"), row
+    assert row["self"] > 0.9 * caller["total"], rep["functions"][:5]
+    for name in ("churn", "churn_mid"):
+        r = func_row(rep, name)
+        assert r["self"] < 0.02 * rep["samples"] and r["total"] >= row["total"], r
+    hot = max((ln for ln in rep["lines"] if ln["function"] == "churn_inner"), key=lambda ln: ln["self"])
+    assert hot["line"] == loop, hot
+    # With --keep-interpreter too.
+    kept = inlined.report(keep=True)
+    assert func_row(kept, "churn_inner")["self"] == row["self"]
+
+
+def test_inlined_function_in_annotate(inlined):
+    """annotate on the C file: the loop line of the inlined function holds
+    the self cost, the lines that called it only total."""
+    r = strata("annotate", "--json", inlined.path, "cburn.c")
+    assert r.returncode == 0, r.stderr
+    ann = json.loads(r.stdout)
+    (f,) = ann["files"]
+    lines = {ln["line"]: ln for ln in f["lines"]}
+    loop, mid, inner = (marker_line(CBURN_C, m) for m in ("INNER_LOOP", "CALL_MID", "CALL_INNER"))
+    total = func_row(inlined.report(), "churn")["total"]
+    assert max(lines, key=lambda n: lines[n]["self"]) == loop, lines
+    assert lines[loop]["self"] + lines.get(loop - 1, {"self": 0})["self"] > 0.9 * total, lines
+    for n in (mid, inner):
+        assert lines[n]["self"] == 0 and lines[n]["total"] >= 0.98 * total, (n, lines[n])
+    # A function's view: churn_mid, from its first line to the call.
+    r = strata("annotate", inlined.path, "churn_mid")
+    assert r.returncode == 0 and "churn_inner(n, 0.5); /* CALL_INNER */" in r.stdout, r.stdout + r.stderr
+
+
+def test_inlined_function_in_top(inlined, python, tmp_path):
+    """strata top's function view: churn_inner holds the self time."""
+    if python.id not in ("3.12", "debian-3.11"):
+        pytest.skip("top is checked on one pyenv interpreter and Debian's")
+    so = Path(inlined.path).parent / "strata_cburn.so"
+    r = strata("top", "--no-curses", "--native", "-o", tmp_path / "top.strata", "--", python.exe, INLINED, so, "1.5")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.split("strata top ")[-1]
+    rows = [ln.split() for ln in last.splitlines() if re.match(r"^\s+\d+\.\d\s+\d+\.\d\s+\S", ln)]
+    assert rows and rows[0][2] == "churn_inner" and float(rows[0][0]) > 80, last
+    assert rows[0][3].startswith("cburn.c:"), rows[0]
+
+
+def test_inlined_function_in_exports(inlined, python, tmp_path):
+    """Every export carries the inlined functions, read by its consumer:
+    callgrind_annotate (churn_inner called by churn_mid called by churn),
+    flamegraph.pl, go tool pprof (one location, the inlined functions as
+    its first lines: pprof marks them "(inline)"), speedscope's importer
+    and the Firefox Profiler's CLI."""
+    if python.id not in ("3.12", "debian-3.11"):
+        pytest.skip("the exports are checked on one pyenv interpreter and Debian's")
+    from test_export_text import (callgrind_annotate, fg_total, flamegraph, need_callgrind_annotate, need_flamegraph,
+                                  pprof_top)
+    rep = inlined.report()
+    rows = {n: func_row(rep, n) for n in ("churn", "churn_mid", "churn_inner")}
+    need_flamegraph()
+    folded = tmp_path / "inl.folded"
+    assert strata("convert", inlined.path, "-f", "collapsed", "-o", folded).returncode == 0
+    frames = flamegraph(folded, tmp_path / "inl.svg")
+    for n, row in rows.items():
+        assert fg_total(frames, n) == row["total"], n
+    need_callgrind_annotate()
+    cg = tmp_path / "inl.callgrind"
+    assert strata("convert", inlined.path, "-f", "callgrind", "-o", cg).returncode == 0
+    ann = callgrind_annotate(cg, tmp_path)
+    key = {n: "%s:%s" % (row["file"], n) for n, row in rows.items()}
+    for n, row in rows.items():
+        assert ann["funcs"][key[n]]["cost"][0] == row["total"], (n, ann["funcs"][key[n]])
+    assert key["churn_mid"] in ann["tree"][key["churn"]], ann["tree"][key["churn"]]
+    assert key["churn_inner"] in ann["tree"][key["churn_mid"]], ann["tree"][key["churn_mid"]]
+    loop = marker_line(CBURN_C, "INNER_LOOP")
+    cl = {ln: c[0] for (f, ln), c in ann["lines"].items() if Path(f).name == "cburn.c"}
+    assert max(cl, key=cl.get) == loop, cl
+    if shutil.which("go"):
+        pb = tmp_path / "inl.pb.gz"
+        assert strata("convert", inlined.path, "-f", "pprof", "-o", pb).returncode == 0
+        top, _, _ = pprof_top(pb)
+        assert top.get("churn_inner (inline)") == (rows["churn_inner"]["self"], rows["churn_inner"]["total"]), top
+        assert top.get("churn_mid (inline)") == (rows["churn_mid"]["self"], rows["churn_mid"]["total"]), top
+        assert top.get("churn") == (rows["churn"]["self"], rows["churn"]["total"]), top
+    from test_export_web import NODE, JS, ProfilerCli, speedscope_check
+    ss = tmp_path / "inl.speedscope"
+    assert strata("convert", inlined.path, "-f", "speedscope", "-o", ss).returncode == 0
+    imp = speedscope_check(ss)
+    inner = [f for p in imp["profiles"] for f in p["frames"] if f["name"].startswith("churn_inner (cburn.c:")]
+    assert sum(f["self"] for f in inner) == rows["churn_inner"]["self"] * 1000000, inner[:3]
+    if NODE and (JS / "node_modules" / "@firefox-devtools" / "profiler-cli" / "package.json").exists():
+        gk = tmp_path / "inl.gecko"
+        assert strata("convert", inlined.path, "-f", "gecko", "-o", gk).returncode == 0
+        cli = ProfilerCli(tmp_path)
+        try:
+            s = cli.load(gk)
+            fn = {f["name"]: f for f in cli.json(s, "thread", "functions")["functions"]}
+            assert fn["churn_inner"]["selfSamples"] == rows["churn_inner"]["self"], fn.get("churn_inner")
+            assert fn["churn_mid"]["totalSamples"] == rows["churn_mid"]["total"], fn.get("churn_mid")
+        finally:
+            cli.stop()
+
+
+# ---- CPython's own work -------------------------------------------------------
+
+CPYTHON_WORK = NATIVE / "cpython_work.py"
+
+
+def test_cpython_work_under_its_line(python, record):
+    """re.findall: the regex engine's frames under the line; sorted() of a
+    big list: list sort's frames under the line; and no call machinery
+    between (vectorcall, method and builtin wrappers) unless
+    --keep-interpreter. Debian's python3.11 has names only for its exported
+    functions, and the regex engine and the sort are static functions: the
+    test checks there that no unnamed interpreter frame is shown instead
+    (pyenv's interpreters, built with symbols, show the names)."""
+    res = record(python, CPYTHON_WORK, "2", opts=["--native"])
+    assert res.returncode == 0, res.stderr
+    prof = Profile(res.path)
+    rep = prof.report()
+    regex_line, sort_line = marker_line(CPYTHON_WORK, "# REGEX"), marker_line(CPYTHON_WORK, "# SORT")
+
+    def under(line, keep=False):
+        """(frames below the line, count) for stacks through that line."""
+        out = []
+        for f, c in prof.stacks(keep):
+            i = next((i for i, x in enumerate(f) if x.at("regex" if line == regex_line else "sorting",
+                                                         CPYTHON_WORK, line)), None)
+            if i is not None:
+                out.append((f[i + 1:], c))
+        return out
+
+    regex, sort = under(regex_line), under(sort_line)
+    assert sum(c for _, c in regex) > 0.3 * rep["samples"] and sum(c for _, c in sort) > 0.3 * rep["samples"]
+    for rows in (regex, sort):
+        # Nothing below the line is call machinery or an interpreter
+        # function without a name.
+        assert not [b for b, _ in rows if any(MACHINERY_RE.match(x.name) or x.name.startswith("python3") for x in b)]
+    if python.id.startswith("debian"):
+        assert not [f for f in rep["functions"] if "+0x" in f["name"] and is_interpreter(f["module"])]
+        return
+    for rows in (regex, sort):
+        # What the line called first is CPython's own work.
+        assert all(prof.cpython_work(below[:1]) for below, _ in rows if below), [b for b, _ in rows][:5]
+    n = sum(c for _, c in regex)
+    engine = sum(c for below, c in regex if any(x.name.startswith("sre_") for x in below))
+    assert engine > 0.4 * n, regex[:5]
+    # The engine is what the pattern's findall method called.
+    assert all(below[0].name.startswith("_sre_SRE_Pattern_findall") for below, _ in regex
+               if any(x.name.startswith("sre_") for x in below)), regex[:5]
+    n = sum(c for _, c in sort)
+    in_sort = [(below, c) for below, c in sort if any(x.name == "list_sort_impl" for x in below)]
+    assert sum(c for _, c in in_sort) > 0.6 * n, sort[:5]
+    work = {"merge_at", "merge_lo", "merge_hi", "binarysort", "count_run", "gallop_left", "gallop_right",
+            "unsafe_long_compare", "unsafe_object_compare", "merge_collapse", "merge_force_collapse"}
+    assert sum(c for below, c in in_sort if work & {x.name for x in below}) > 0.4 * n, in_sort[:5]

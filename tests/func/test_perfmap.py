@@ -210,6 +210,9 @@ def test_trampolines_folded_in_fork_child(python, tmp_path):
     src = (PROGRAMS / "perftramp_fork.py").read_text().splitlines()
     for marker in ("# CHILD", "# PARENT"):
         line = next(i for i, l in enumerate(src, 1) if marker in l)
+        # The innermost Python frame: under it may be CPython's own work
+        # for the line (int arithmetic), shown since issue 14.
         n = sum(c for frames, c in rows
-                if frames[0].endswith("perftramp_fork.py:%d)" % line) and names(frames)[-1] == "leaf")
+                if frames[0].endswith("perftramp_fork.py:%d)" % line)
+                and [x for f, x in zip(frames, names(frames)) if ".py:" in f][-1] == "leaf")
         assert n > 0.25 * total, (marker, rows[:4])

@@ -33,3 +33,26 @@ extern "C" __attribute__((noinline)) int fixture_bigframe(int n)
 #include <unistd.h>
 static __attribute__((noinline, noipa)) int fixture_hidden(int n) { return (int)getpid() + n; }
 extern "C" __attribute__((noinline)) int fixture_calls_libc(void) { return fixture_hidden(1) + 1; }
+
+// Two static functions inlined into an exported one, the way -O2 inlines
+// a hot helper (always_inline, so that this -O1 build does it too): the
+// symbolizer reports fixture_inlines at the line calling the middle one,
+// then the middle one at the line calling the inner one, then the inner
+// one at its loop.
+static inline __attribute__((always_inline)) int fixture_inl_inner(int n)
+{
+	volatile int x = 0;
+	for (int i = 0; i < n; i++)
+		x += i; // INL_INNER_LINE
+	return x;
+}
+
+static inline __attribute__((always_inline)) int fixture_inl_mid(int n)
+{
+	return fixture_inl_inner(n) + 1; // INL_MID_LINE
+}
+
+extern "C" __attribute__((noinline)) int fixture_inlines(int n)
+{
+	return fixture_inl_mid(n) * 2; // INL_OUTER_LINE
+}

@@ -39,6 +39,8 @@ struct sstack {
 	uint32_t thread;        /* index into the model's two threads */
 	uint32_t count;         /* samples of this stack */
 	uint64_t ev[SM_NEV];    /* per sample: weight, then counters */
+	uint32_t inlined;       /* bit d: frame d is a function inlined into frame d - 1
+	                         * (same address) */
 };
 
 #define SM_NUMPY "/usr/lib/python3/dist-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so"
@@ -60,6 +62,9 @@ static const struct sfunc sm_native_funcs[] = {
 	{ "visit", "/srv/app/main.py", NULL, 30, PK_PYTHON },
 	{ "qsort_r", "", SM_LIBC, 0, PK_NATIVE },
 	{ "std::vector<int>::push_back(int const&)", "", SM_NUMPY, 0, PK_NATIVE },
+	{ "PyArray_MatrixProduct2", "numpy/multiarraymodule.c", SM_NUMPY, 900, PK_NATIVE },
+	{ "DOUBLE_dot", "numpy/arraytypes.c", SM_NUMPY, 48, PK_NATIVE },
+	{ "dot_inner", "numpy/arraytypes.c", SM_NUMPY, 58, PK_NATIVE },
 };
 
 static const struct sstack sm_native_stacks[] = {
@@ -74,6 +79,12 @@ static const struct sstack sm_native_stacks[] = {
 	  { 1, 800, 2 } },
 	/* a demangled C++ name */
 	{ 4, { 0, 1, 2, 9 }, { 5, 14, 0, 0 }, { 0, 0, 0x7f1000001020, 0x7f1000005000 }, 1, 6, { 1, 600, 3 } },
+	/* functions inlined into a C function (DWARF): two levels at the
+	 * leaf, and one level calling out to BLAS */
+	{ 5, { 0, 1, 10, 11, 12 }, { 5, 15, 910, 52, 60 }, { 0, 0, 0x7f1000001040, 0x7f1000001040, 0x7f1000001040 },
+	  0, 5, { 1, 500, 9 }, 1u << 3 | 1u << 4 },
+	{ 5, { 0, 1, 10, 11, 3 }, { 5, 15, 910, 53, 101 }, { 0, 0, 0x7f1000001050, 0x7f1000001050, 0x7f2000002010 },
+	  1, 3, { 1, 300, 4 }, 1u << 3 },
 };
 
 static const char *const sm_native_events[SM_NEV] = { "samples", "instructions", "L1-dcache-load-misses" };
@@ -117,15 +128,16 @@ static inline int smodel_build(struct smodel *m, const struct sfunc *f, uint32_t
 	uint64_t t = 1000;
 	struct profile *p = &m->p;
 	for (uint32_t i = 0; i < ns; i++) {
-		uint32_t node = 0;
+		uint32_t node = 0, prev = PNONE;
 		for (uint32_t d = 0; d < st[i].depth; d++) {
-			uint32_t fr, k;
+			uint32_t fr, k, into = (st[i].inlined >> d & 1) ? prev : PNONE;
 			for (fr = 0; fr < nframes; fr++)
 				if (m->frames[fr].func == st[i].func[d] && m->frames[fr].line == st[i].line[d] &&
-				    m->frames[fr].addr == st[i].addr[d])
+				    m->frames[fr].addr == st[i].addr[d] && m->frames[fr].inlined_into == into)
 					break;
 			if (fr == nframes)
-				m->frames[nframes++] = (struct pframe){ st[i].func[d], st[i].line[d], st[i].addr[d] };
+				m->frames[nframes++] = (struct pframe){ st[i].func[d], st[i].line[d], st[i].addr[d], into };
+			prev = fr;
 			for (k = 1; k < nnodes; k++)
 				if (m->nodes[k].parent == node && m->nodes[k].frame == fr)
 					break;

@@ -29,8 +29,8 @@ static struct pfunc funcs[] = {
 };
 
 static struct pframe frames[] = {
-	{ 0, 3, 0 }, { 1, 12, 0 }, { 1, 13, 0 }, { 2, 0, 0x7f0000001234 },
-	{ 3, 22, 0x7e0000000100 }, { 4, 0, 0 }, { 5, 7, 0 }, { 6, 0, 0x7f0000002000 },
+	{ 0, 3, 0, PNONE }, { 1, 12, 0, PNONE }, { 1, 13, 0, PNONE }, { 2, 0, 0x7f0000001234, PNONE },
+	{ 3, 22, 0x7e0000000100, PNONE }, { 4, 0, 0, PNONE }, { 5, 7, 0, PNONE }, { 6, 0, 0x7f0000002000, PNONE },
 };
 
 static struct pnode nodes[] = {

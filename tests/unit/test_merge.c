@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../src/common/format.h"
+#include "../../src/lib/interp.h"
 #include "../../src/lib/merge.h"
 
 static int failures, checks;
@@ -25,7 +26,7 @@ static void render(char *buf, size_t n, const struct merge_frame *f, uint32_t k)
 	buf[0] = 0;
 	for (uint32_t i = 0; i < k; i++) {
 		size_t l = strlen(buf);
-		snprintf(buf + l, n - l, "%s%c%u", i ? " " : "", f[i].kind == MERGE_PY ? 'P' : 'N', f[i].index);
+		snprintf(buf + l, n - l, "%s%c%u", i ? " " : "", f[i].kind == MERGE_PY ? 'P' : f[i].kind == MERGE_NATIVE ? 'N' : 'S', f[i].index);
 	}
 }
 
@@ -46,9 +47,13 @@ static void run(const char *name, const uint32_t *py, uint32_t npy, const struct
 }
 
 #define E PYF_ENTRY
-#define EVAL { 1, 1 }
-#define INTERP { 0, 1 }
-#define C { 0, 0 }
+/* An eval activation; CPython's call machinery (hidden); a CPython
+ * function doing a builtin's work (list_sort_impl: shown); other code. */
+#define EVAL { 1, 1, 1, 0 }
+#define EVAL_INLINED { 1, 1, 1, 1 } /* with code inlined where it called out */
+#define INTERP { 0, 1, 1, 0 }
+#define WORK { 0, 1, 0, 0 }
+#define C { 0, 0, 0, 0 }
 
 int main(void)
 {
@@ -113,6 +118,28 @@ int main(void)
 		struct merge_native gc[] = { INTERP, INTERP, C, INTERP };
 		run("gc at exit", NULL, 0, gc, 4, 1, 0, "", 0);
 	}
+	/* sorted(key=f) whose key calls C: Python a -> builtin_sorted ->
+	 * list_sort_impl (both CPython's work, shown) -> call machinery ->
+	 * Python f -> C. Native leaf first: C, machinery, eval (f),
+	 * machinery, list_sort_impl, builtin_sorted, machinery, eval (a). */
+	{
+		uint32_t py[] = { E, E };
+		struct merge_native nat[] = { C, INTERP, EVAL, INTERP, WORK, WORK, INTERP, EVAL, INTERP, C };
+		run("sorted key", py, 2, nat, 10, 1, 0, "N0 P0 N4 N5 P1", 0);
+		run("sorted key keep", py, 2, nat, 10, 1, 1, "N0 N1 P0 N2 N3 N4 N5 N6 P1 N7 N8 N9", 0);
+		/* In a stack without Python frames, CPython's own work does
+		 * not count as the code the interpreter called. */
+		struct merge_native gc[] = { C, WORK, INTERP, C };
+		run("no python, work", NULL, 0, gc, 4, 1, 0, "N0", 0);
+	}
+	/* keep_interpreter: what the eval loop inlined where it called out
+	 * (S) ran for the innermost Python frame of the activation: below it. */
+	{
+		uint32_t py[] = { 0, E };
+		struct merge_native nat[] = { C, INTERP, EVAL_INLINED, C };
+		run("eval call site keep", py, 2, nat, 4, 1, 1, "N0 N1 S2 P0 P1 N2 N3", 0);
+		run("eval call site", py, 2, nat, 4, 1, 0, "N0 P0 P1", 0);
+	}
 	/* Where the frames the walk did not reach begin. */
 	{
 		uint32_t py[] = { E, 0, E };
@@ -128,6 +155,35 @@ int main(void)
 	CHECK(!merge_is_eval_name("_PyEval_EvalFrameDefaultX"));
 	CHECK(!merge_is_eval_name("PyEval_EvalFrame"));
 	CHECK(!merge_is_eval_name(NULL));
+
+	/* The interpreter policy: call machinery hidden, work shown. */
+	static const char *const hidden[] = {
+		"_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault.cold", "PyObject_Vectorcall", "PyObject_Call",
+		"_PyObject_MakeTpCall", "_PyFunction_Vectorcall", "method_vectorcall_FASTCALL_KEYWORDS",
+		"cfunction_vectorcall_O", "cfunction_call", "slot_tp_call", "slot_nb_add", "wrap_binaryfunc_l",
+		"wrapperdescr_call", "property_descr_get", "type_call", "list_vectorcall", "partial_vectorcall",
+		"PyNumber_Add", "binary_op1", "_PyArg_UnpackKeywords", "vgetargskeywords", "Py_DECREF",
+		"_PyObject_VectorcallTstate.constprop.0", "PyObject_Call.part.0.isra.0", "memcpy@plt",
+		"cfunction_enter_call", "method_enter_call", "py_trampoline_evaluator", "PyObject_CallFinalizerFromDealloc",
+	};
+	static const char *const shown[] = {
+		"sre_ucs1_match", "sre_search", "list_sort_impl", "unsafe_long_compare", "builtin_sorted",
+		"map_next", "dict_subscript", "insertdict", "unicode_hash", "_PyObject_Malloc", "pymalloc_alloc.constprop.0",
+		"gc_collect_main", "collect.constprop.1", "PyObject_Calloc", "_PyObject_Calloc", "PyObject_Callx",
+		"slot", "wrap", "PyList_Sort", "long_add", "float_vectorcall_x",
+	};
+	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++)
+		if (!interp_is_machinery(hidden[i])) {
+			failures++;
+			fprintf(stderr, "interp: %s is machinery\n", hidden[i]);
+		}
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
+		if (interp_is_machinery(shown[i])) {
+			failures++;
+			fprintf(stderr, "interp: %s is not machinery\n", shown[i]);
+		}
+	checks += 2;
+	CHECK(interp_is_machinery(NULL));
 	printf("test_merge: %d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;
 }

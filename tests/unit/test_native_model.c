@@ -34,6 +34,8 @@ static struct elf_section text, ptext;
 static uint64_t exec_lo; /* the executable segment starts with .plt, before .text */
 static uint64_t bias; /* of the dlopen'ed fixture, to turn dlsym into ELF addresses */
 static uint64_t a_leaf, a_leaf_line, a_spin, a_big, a_libc, a_hidden, a_getpid_plt; /* ELF addresses */
+static uint64_t a_inl_loop; /* in fixture_inlines, in the loop of the function inlined twice into it */
+static int inl_outer, inl_mid, inl_inner;
 static uint64_t a_eval, a_pymain;    /* python3.11 (not PIE: ELF = run time) */
 static int leaf_line, leaf_decl;
 
@@ -177,8 +179,18 @@ static int setup(const char *so)
 		if ((int)si.line == leaf_line)
 			a_leaf_line = a;
 	}
+	inl_outer = source_line("INL_OUTER_LINE");
+	inl_mid = source_line("INL_MID_LINE");
+	inl_inner = source_line("INL_INNER_LINE");
+	uint64_t a_inl = (uint64_t)(uintptr_t)dlsym(h, "fixture_inlines") - bias;
+	for (uint64_t a = a_inl; a < a_inl + 48 && !a_inl_loop; a++) {
+		struct sym_info si;
+		sym_lookup(sp, a, 0, &si);
+		if (si.ninl == 2 && (int)si.inl[1].line == inl_inner)
+			a_inl_loop = a;
+	}
 	sym_free(s);
-	if (!a_leaf_line || !a_eval || !a_pymain || !a_getpid_plt || !a_hidden || leaf_line < 0 || leaf_decl < 0) {
+	if (!a_leaf_line || !a_inl_loop || !a_eval || !a_pymain || !a_getpid_plt || !a_hidden || leaf_line < 0 || leaf_decl < 0) {
 		fprintf(stderr, "test_native_model: fixture addresses not found\n");
 		return -1;
 	}
@@ -262,6 +274,13 @@ static struct profile *build(int keep)
 	put_stack(&s, 0, 0, 1, outer, 5, s3);
 	put_samples(&s, 200, 0, 4);
 	synth_chunk(&s, 2, CHUNK_LAST);
+	/* Stream 3: the fixture again, in a function with two levels of
+	 * inlined code, interrupted in the inner one's loop. */
+	proc_recs(&s, 300, fixture, &text, BASE1);
+	uint64_t s4[] = { BASE1 + a_inl_loop, a_eval + 0x40, a_pymain + 0x10 };
+	put_stack(&s, 0, 0, 1, outer, 3, s4);
+	put_samples(&s, 300, 0, 2);
+	synth_chunk(&s, 3, CHUNK_LAST);
 
 	char path[64], err[256];
 	struct profile *p = NULL;
@@ -299,7 +318,7 @@ static void test_merged_stacks(void)
 	struct profile *p = build(0);
 	if (!CHECK(p != NULL))
 		return;
-	CHECK_U64(p->nsamples, 10);
+	CHECK_U64(p->nsamples, 12);
 	char buf[1024], want[256];
 	stack_text(p, 0, buf, sizeof(buf));
 	CHECK_STR(buf, "outer;strata_fixture::Widget::spin(int);fixture_leaf");
@@ -312,6 +331,30 @@ static void test_merged_stacks(void)
 	snprintf(want, sizeof(want), "outer;fixture_calls_libc;%s+0x%" PRIx64 ";getpid@plt", sbase, a_hidden);
 	stack_text(p, 6, buf, sizeof(buf));
 	CHECK_STR(buf, want);
+
+	/* Inlined functions are frames of their own, outermost first, at the
+	 * same address, each at its line, linked to the frame around it. */
+	stack_text(p, 10, buf, sizeof(buf));
+	CHECK_STR(buf, "outer;fixture_inlines;fixture_inl_mid;fixture_inl_inner");
+	{
+		uint32_t ifr[8];
+		if (CHECK(profile_stack(p, p->samples[10].node, ifr, 8) == 4)) {
+			const struct pframe *o = &p->frames[ifr[1]], *m = &p->frames[ifr[2]], *in = &p->frames[ifr[3]];
+			CHECK_EQ(o->line, inl_outer);
+			CHECK_EQ(m->line, inl_mid);
+			CHECK_EQ(in->line, inl_inner);
+			CHECK_U64(o->addr, a_inl_loop);
+			CHECK_U64(m->addr, a_inl_loop);
+			CHECK_U64(in->addr, a_inl_loop);
+			CHECK_EQ(o->inlined_into, PNONE);
+			CHECK_EQ(m->inlined_into, ifr[1]);
+			CHECK_EQ(in->inlined_into, ifr[2]);
+			CHECK_EQ(p->frames[ifr[0]].inlined_into, PNONE);
+			CHECK_STR(p->funcs[in->func].module, fixture);
+			CHECK(strstr(p->funcs[in->func].file, "fixture_native.cc") != NULL);
+			CHECK_EQ(p->funcs[in->func].line, source_line("int fixture_inl_inner(int n)"));
+		}
+	}
 
 	/* The leaf frame: every field. */
 	const struct pframe *f = leaf(p, 0);
@@ -336,10 +379,13 @@ static void test_merged_stacks(void)
 	CHECK_STR(p->funcs[leaf(p, 6)->func].module, stripped);
 	CHECK_STR(p->funcs[leaf(p, 6)->func].file, "");
 
-	/* Nothing of the interpreter is left. */
-	for (uint32_t i = 0; i < p->nfuncs; i++)
-		CHECK(!p->funcs[i].module || strcmp(p->funcs[i].module, PYTHON) != 0);
-	CHECK_U64(p->native.samples, 10);
+	/* Nothing of the interpreter is left on any stack: the eval loop is
+	 * replaced, Py_BytesMain is below the outermost Python frame. */
+	for (uint32_t i = 1; i < p->nnodes; i++) {
+		const struct pfunc *nf = &p->funcs[p->frames[p->nodes[i].frame].func];
+		CHECK(!nf->module || strcmp(nf->module, PYTHON) != 0);
+	}
+	CHECK_U64(p->native.samples, 12);
 	CHECK_U64(p->native.failed, 1);
 	CHECK_U64(p->native.truncated, 0);
 	CHECK_U64(p->native.mismatch, 0);

@@ -113,6 +113,49 @@ static void fixture(const char *so, const char *src)
 	      si.name ? si.name : "(null)");
 	CHECK(si.sym_offset == 1, "sym_offset %lu", (unsigned long)si.sym_offset);
 
+	/* Functions inlined into fixture_inlines: the chain, outermost
+	 * first, each at its own line; the function itself at the line that
+	 * called the outer one. */
+	uint64_t inl = (uint64_t)(uintptr_t)dlsym(h, "fixture_inlines");
+	int l_outer = source_line(src, "INL_OUTER_LINE"), l_mid = source_line(src, "INL_MID_LINE"),
+	    l_inner = source_line(src, "INL_INNER_LINE"), d_mid = source_line(src, "int fixture_inl_mid(int n)"),
+	    d_inner = source_line(src, "int fixture_inl_inner(int n)");
+	int chains = 0, in_loop = 0;
+	for (uint64_t a = inl; a < inl + 48; a++) {
+		sym_lookup(sp, a, 0, &si);
+		if (!si.name || strcmp(si.name, "fixture_inlines") || si.ninl != 2)
+			continue;
+		chains++;
+		CHECK(si.line == (uint32_t)l_outer && si.file && strstr(si.file, "fixture_native.cc"),
+		      "function line %u, want %d", si.line, l_outer);
+		CHECK(!strcmp(si.inl[0].name, "fixture_inl_mid") && si.inl[0].line == (uint32_t)l_mid &&
+			      si.inl[0].func_line == (uint32_t)d_mid && si.inl[0].func_file &&
+			      strstr(si.inl[0].func_file, "fixture_native.cc"),
+		      "outer inlined: %s:%u (defined at %u)", si.inl[0].name, si.inl[0].line, si.inl[0].func_line);
+		CHECK(!strcmp(si.inl[1].name, "fixture_inl_inner") && si.inl[1].func_line == (uint32_t)d_inner &&
+			      si.inl[1].file && strstr(si.inl[1].file, "fixture_native.cc"),
+		      "inner inlined: %s (defined at %u)", si.inl[1].name, si.inl[1].func_line);
+		if (si.inl[1].line == (uint32_t)l_inner)
+			in_loop++;
+	}
+	CHECK(l_outer > 0 && l_mid > 0 && l_inner > 0 && chains > 0 && in_loop > 0,
+	      "no address of fixture_inlines shows the inlined chain (%d, %d in the loop)", chains, in_loop);
+	/* The same address again comes from the memo, chain included. */
+	if (in_loop) {
+		for (uint64_t a = inl; a < inl + 48; a++) {
+			sym_lookup(sp, a, 0, &si);
+			if (si.ninl == 2 && si.inl[1].line == (uint32_t)l_inner) {
+				struct sym_info again;
+				sym_lookup(sp, a, 0, &again);
+				CHECK(again.ninl == 2 && again.inl == si.inl, "memoised chain");
+				break;
+			}
+		}
+	}
+	/* A function without inlined code has no chain. */
+	sym_lookup(sp, leaf, 0, &si);
+	CHECK(si.ninl == 0 && !si.inl, "fixture_leaf has %u inlined", si.ninl);
+
 	/* Outside every mapping: nothing, not a guess. */
 	sym_lookup(sp, mod.end + 0x100000, 0, &si);
 	CHECK(!si.module && !si.name, "unmapped address named");
