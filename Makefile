@@ -22,7 +22,7 @@ BASECFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS)
 STRATA_VERSION := 0.1.0
 
 # Minor versions the per-version agent module has accessors for.
-SUPPORTED_MINORS ?= 3.8 3.9 3.10 3.11 3.12 3.13
+SUPPORTED_MINORS ?= 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15
 PYTHONS ?=
 
 BIN      = $(BUILD)/bin

@@ -33,7 +33,7 @@
 /* CPython minor versions src/agent/py/pyframes.c has accessors for (the
  * Makefile's SUPPORTED_MINORS): outside them, building cannot help. */
 #define PY_MINOR_FIRST 8
-#define PY_MINOR_LAST 13
+#define PY_MINOR_LAST 15
 
 struct agent agent = { .reg_lock = PTHREAD_MUTEX_INITIALIZER };
 uint8_t *code_seen;
