@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, STRATA, get_interp, strata
+from conftest import BUILD, PROGRAMS, STRATA, debian_interp, strata
 
 FLAMEGRAPH = Path("/usr/share/perl5/Devel/NYTProf/flamegraph.pl")
 SYNTHPROF = BUILD / "tests" / "synthprof"
@@ -323,7 +323,7 @@ def _record(python, tmp, prog, *args):
 
 @pytest.fixture(scope="module")
 def debian():
-    it = get_interp("debian-3.11")
+    it = debian_interp()
     reason = it.skip_reason()
     if reason:
         pytest.skip(reason)

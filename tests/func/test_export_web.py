@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, ROOT, STRATA, get_interp, strata
+from conftest import BUILD, PROGRAMS, ROOT, STRATA, debian_interp, strata
 
 JS = ROOT / "tests" / "js"
 NODE = shutil.which("node")
@@ -96,7 +96,7 @@ class Recorded:
 def rec(tmp_path_factory):
     """rec("split.py", args..., opts=[...]): records a program once under
     Debian's Python and returns a Recorded."""
-    it = get_interp("debian-3.11")
+    it = debian_interp()
     reason = it.skip_reason()
     if reason:
         pytest.skip(reason)
