@@ -4,7 +4,9 @@
 #   make check      install test dependencies, build, run every test
 #   make demo       install, build, profile examples/demo.py, print the report
 #   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
-#   make check-versions   every CPython 3.8-3.13 present, checked (docs/versions.md)
+#   make check-versions   every CPython 3.8-3.15 present, checked (docs/versions.md)
+#   make check-sid        CPython 3.14 and 3.15 in a Debian sid root (scripts/sidroot.sh):
+#                         build-sid/ and the functional suite under both
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -63,7 +65,7 @@ PY_MODULES = $(foreach v,$(PY_BUILDS),$(LIBDIR)/strata-py-$(v).so)
 $(foreach v,$(filter-out $(PY_BUILDS),$(PY_VERSIONS)),\
 	$(info strata: skipping Python $(v) ($(PY_EXE_$(v))): supported are $(SUPPORTED_MINORS)))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-sid
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
@@ -118,10 +120,17 @@ check: deps
 func: all
 	scripts/run-func-tests.sh
 
-# Every CPython 3.8-3.13 present, against the interpreters' own answers
+# Every CPython 3.8-3.15 present, against the interpreters' own answers
 # (docs/versions.md); an absent version is reported as skipped.
 check-versions: all
 	tests/versions/check_versions.py
+
+# CPython 3.14 and 3.15 from Debian sid/experimental, in a cached root
+# (scripts/sidroot.sh): builds build-sid/ there and runs the functional
+# suite under both. Exit status 77, after one line saying why, where no
+# root can be had (no archive, no root privileges).
+check-sid:
+	scripts/sidroot.sh check
 
 demo:
 	scripts/deps.sh demo

@@ -22,12 +22,19 @@ versions=""
 for py in "$@"; do
 	info=$("$py" -c 'import sys, sysconfig
 v = sys.version_info
-print("%d.%d.%d" % v[:3], "%d.%d" % v[:2], sysconfig.get_paths()["include"], v >= (3, 8))' 2>/dev/null) || {
+print("%d.%d.%d" % v[:3], "%d.%d" % v[:2], sysconfig.get_paths()["include"], v >= (3, 8),
+      bool(sysconfig.get_config_var("Py_GIL_DISABLED")))' 2>/dev/null) || {
 		echo "pythons.sh: skipping $py (does not run)" >&2; continue; }
 	set -- $info
-	ver=$1; minor=$2; inc=$3; ok=$4
+	ver=$1; minor=$2; inc=$3; ok=$4; nogil=$5
 	if [ "$ok" != True ]; then
 		continue # older than 3.8: not supported
+	fi
+	if [ "$nogil" = True ]; then
+		# Its version number is the default build's: a module built
+		# from its headers would take that build's name (docs/versions.md).
+		echo "pythons.sh: skipping $py: a free-threaded build (Py_GIL_DISABLED), which strata does not support" >&2
+		continue
 	fi
 	if [ ! -f "$inc/internal/pycore_pystate.h" ]; then
 		echo "pythons.sh: skipping $py: no internal headers under $inc" >&2

@@ -290,7 +290,10 @@ build)
 	;;
 check)
 	ensure
-	in_root "$ROOT" make -j"$(nproc)" PYTHONS="$INTERPS" BUILD=build-sid
+	# The suite also runs two helpers of the unit tests (`make func`
+	# keeps them current): synthprof and test_export_web.
+	in_root "$ROOT" make -j"$(nproc)" PYTHONS="$INTERPS" BUILD=build-sid all \
+		build-sid/tests/synthprof build-sid/unit/test_export_web
 	[ $# -gt 0 ] || set -- tests/func
 	# Debian's interpreters are the test ids debian-3.14 and debian-3.15;
 	# /usr/bin/python3 (3.14 in sid) is the debian_python of the tests.

@@ -275,11 +275,16 @@ static pthread_key_t tss_key(void) { return _PyRuntime.autoTSSkey._key; }
  * dlopen'ed module could only reach through __tls_get_addr (not safe in a
  * signal handler). A thread state records the thread it belongs to
  * (thread_id, the pthread id), so the handler finds its own there:
- * first the GIL's last holder, which is the sampled thread whenever it
- * is running Python (one load), then every interpreter's thread list
- * (plain loads under the fault guard; a state being freed concurrently is
- * one of another thread, unlinked before it is freed, and the steps are
- * bounded). */
+ *   - first the GIL's last holder, which is the sampled thread's state
+ *     whenever it is running Python. Its holds_gil must be set: take_gil
+ *     sets it once the GIL is ours and drop_gil clears it before the GIL
+ *     is let go, so a state of this thread that was deleted since
+ *     (PyGILState_Release in a C thread) and still is the last holder is
+ *     not taken for a live one;
+ *   - else every interpreter's thread list: plain loads under the fault
+ *     guard, bounded; a state is unlinked before it is freed, and only by
+ *     its own thread or at shutdown, so this thread never meets its own
+ *     state freed. */
 #define TSTATE_SCAN_MAX 10000
 static int tstate_ready(void) { return _PyRuntime.interpreters.main != NULL; }
 static PyThreadState *bound_tstate(void)
@@ -289,7 +294,7 @@ static PyThreadState *bound_tstate(void)
 	for (PyInterpreterState *i = _PyRuntime.interpreters.head; i && steps < TSTATE_SCAN_MAX; i = i->next, steps++) {
 		struct _gil_runtime_state *gil = i->ceval.gil;
 		PyThreadState *h = gil ? gil->last_holder : NULL;
-		if (h && h->thread_id == me)
+		if (h && h->thread_id == me && h->holds_gil)
 			return h;
 		for (PyThreadState *ts = interp_threads(i); ts && steps < TSTATE_SCAN_MAX; ts = ts->next, steps++)
 			if (ts->thread_id == me)
@@ -599,7 +604,7 @@ static int str_endswith(PyObject *s, const char *suffix)
 
 /* threading.Thread.start() creates the thread from inside start() with the
  * GIL held: through _thread.start_new_thread on 3.8-3.12 and
- * _thread.start_joinable_thread on 3.13 (neither releases the GIL around
+ * _thread.start_joinable_thread on 3.13-3.15 (neither releases the GIL around
  * pthread_create), so the innermost Python frame is start() and its `self`
  * is the Thread. Any other pthread_create, possibly from a thread that does
  * not hold the GIL, must not touch the C API: the GIL is checked directly,
