@@ -12,16 +12,18 @@
 #   scripts/sidroot.sh check [PYTEST ARGS...]
 #                                     build, then the functional suite under
 #                                     3.14 and 3.15 only (tests/func, or the
-#                                     tests named)
+#                                     tests named; -k "debian-3.14 or
+#                                     debian-3.15" keeps only the tests run
+#                                     once per interpreter)
 #
 # The root is kept outside the checkout ($STRATA_SIDROOT, default
 # /var/cache/strata/sid/root), so a second run and other clones reuse it.
 # It is made once (debootstrap, about a minute, and the packages, about
 # two) and changed only when what it should hold changes: a new package
 # list is installed into it, a new recipe (SIDROOT_REV: sources, apt
-# settings, the venv) makes it anew, beside the old one and swapped in
-# whole. The archive is a frozen snapshot, so apt is told not to check the
-# Release files' dates.
+# settings) makes it anew, beside the old one and swapped in whole, and
+# the 3.15 virtualenv is made again when VENV_PKGS changes. The archive is
+# a frozen snapshot, so apt is told not to check the Release files' dates.
 #
 # Every run gets its own mount namespace (unshare): /proc, /sys, /dev
 # (with /dev/pts and /dev/shm) and the checkout (at the same path as
