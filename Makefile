@@ -4,7 +4,9 @@
 #   make check      install test dependencies, build, run every test
 #   make demo       install, build, profile examples/demo.py, print the report
 #   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
-#   make check-versions   every CPython 3.8-3.13 present, checked (docs/versions.md)
+#   make check-versions   every CPython 3.8-3.15 present, checked (docs/versions.md)
+#   make check-sid        CPython 3.14 and 3.15 in a Debian sid root (scripts/sidroot.sh):
+#                         build-sid/ and the functional suite under both
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -22,7 +24,7 @@ BASECFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS)
 STRATA_VERSION := 0.1.0
 
 # Minor versions the per-version agent module has accessors for.
-SUPPORTED_MINORS ?= 3.8 3.9 3.10 3.11 3.12 3.13
+SUPPORTED_MINORS ?= 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15
 PYTHONS ?=
 
 BIN      = $(BUILD)/bin
@@ -82,7 +84,7 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons check-sid
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
@@ -162,10 +164,17 @@ check-pythons: all
 	$(foreach v,$(PY_OTHER),echo "strata: Python $(v) ($(PY_EXE_$(v))): not supported (supported are $(SUPPORTED_MINORS)), not tested";) \
 	[ $$fail -eq 0 ] && echo "strata: agent modules for every supported Python found: $(PY_BUILDS)"
 
-# Every CPython 3.8-3.13 present, against the interpreters' own answers
+# Every CPython 3.8-3.15 present, against the interpreters' own answers
 # (docs/versions.md); an absent version is reported as skipped.
 check-versions: all
 	tests/versions/check_versions.py
+
+# CPython 3.14 and 3.15 from Debian sid/experimental, in a cached root
+# (scripts/sidroot.sh): builds build-sid/ there and runs the functional
+# suite under both. Exit status 77, after one line saying why, where no
+# root can be had (no archive, no root privileges).
+check-sid:
+	scripts/sidroot.sh check
 
 demo:
 	scripts/deps.sh demo

@@ -4,6 +4,9 @@
 #   scripts/deps.sh          build + test dependencies (make check)
 #   scripts/deps.sh demo     build + demo dependencies (make demo)
 #   scripts/deps.sh build    build dependencies only
+#   scripts/deps.sh list WHAT  prints WHAT's packages (build, demo, test) and
+#                              installs nothing (scripts/sidroot.sh reads the
+#                              build list from here)
 #
 # Debian packages come from apt (root is required to install; a machine
 # that already has them needs nothing). Test tools from PyPI and npm are
@@ -12,6 +15,11 @@
 set -eu
 
 what=${1:-test}
+list=""
+if [ "$what" = list ]; then
+	list=1
+	what=${2:-test}
+fi
 
 # Build: compiler, compression, ELF/DWARF, disassembly, curses, Python headers.
 BUILD="gcc make pkg-config libzstd-dev zlib1g-dev libdw-dev libelf-dev libcapstone-dev libncurses-dev python3-dev"
@@ -34,13 +42,20 @@ BUILD="$BUILD g++ libdebuginfod-dev"
 # --native tests: glibc's detached debug information (Debian main; valgrind
 # depends on it anyway), so libc/libm frames have names and lines.
 TEST="$TEST libc6-dbg"
+# CPython 3.14 and 3.15 (issue 12) are tested in a Debian sid root made by
+# scripts/sidroot.sh with debootstrap.
+TEST="$TEST debootstrap"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;
 	demo) pkgs="$BUILD $DEMO" ;;
 	test | check) pkgs="$BUILD $DEMO $TEST" ;;
-	*) echo "usage: $0 [build|demo|test]" >&2; exit 2 ;;
+	*) echo "usage: $0 [build|demo|test] | $0 list [build|demo|test]" >&2; exit 2 ;;
 esac
+if [ -n "$list" ]; then
+	echo $pkgs
+	exit 0
+fi
 
 missing=""
 for p in $pkgs; do

@@ -30,7 +30,8 @@ for py in "$@"; do
 	# Python 2 runs this too, so that it is reported, not taken for broken.
 	info=$("$py" -c 'import sys, sysconfig
 v = sys.version_info
-sys.stdout.write("%d.%d.%d %d.%d %s\n" % (v[0], v[1], v[2], v[0], v[1], sysconfig.get_paths()["include"]))' 2>/dev/null) || {
+nogil = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "-"
+sys.stdout.write("%d.%d.%d %d.%d %s %s\n" % (v[0], v[1], v[2], v[0], v[1], nogil, sysconfig.get_paths()["include"]))' 2>/dev/null) || {
 		echo "pythons.sh: $py does not run" >&2
 		broken="$broken $py"
 		continue
@@ -38,7 +39,15 @@ sys.stdout.write("%d.%d.%d %d.%d %s\n" % (v[0], v[1], v[2], v[0], v[1], sysconfi
 	ver=${info%% *}
 	rest=${info#* }
 	minor=${rest%% *}
+	rest=${rest#* }
+	nogil=${rest%% *}
 	inc=${rest#* }
+	if [ "$nogil" = t ]; then
+		# Same version number as the default build, other layouts: a
+		# module built from its headers would take that build's name.
+		echo "pythons.sh: $py is a free-threaded build (Py_GIL_DISABLED), which strata does not support: not built" >&2
+		continue
+	fi
 	case " $versions " in *" $ver "*) continue ;; esac
 	versions="$versions $ver"
 	echo "PY_EXE_$ver := $py"

@@ -49,7 +49,7 @@
 /* CPython minor versions src/agent/py/pyframes.c has accessors for (the
  * Makefile's SUPPORTED_MINORS): outside them, building cannot help. */
 #define PY_MINOR_FIRST 8
-#define PY_MINOR_LAST 13
+#define PY_MINOR_LAST 15
 
 static struct agent_state inactive;
 struct agent_state *agentp = &inactive;
@@ -174,7 +174,8 @@ static void find_agent_dir(char *dir, size_t n)
 /* Finds and loads strata-py-<version>.so next to this library: the exact
  * version first, else another build of the same X.Y (layouts do not change
  * within a minor release). */
-static const struct strata_pyapi *load_pymodule(const char *dir, const char *version, char *tried, size_t tlen)
+static const struct strata_pyapi *load_pymodule(const char *dir, const char *version, char *tried, size_t tlen,
+					       char *why, size_t whylen)
 {
 	char path[4352];
 	void *h = NULL;
@@ -206,6 +207,12 @@ static const struct strata_pyapi *load_pymodule(const char *dir, const char *ver
 			closedir(dp);
 	}
 	if (!h)
+		return NULL;
+	/* A module is chosen by version number; a build with other layouts
+	 * (free-threaded) has the same one. Refused before anything of the
+	 * module touches the interpreter. */
+	int (*check)(char *, size_t) = (int (*)(char *, size_t))dlsym(h, "strata_py_build_check");
+	if (check && check(why, whylen) != 0)
 		return NULL;
 	strata_pyapi_init_fn init = (strata_pyapi_init_fn)dlsym(h, STRATA_PYAPI_INIT_SYM);
 	static const struct strata_core core = { .safe_read = agent_safe_read };
@@ -499,8 +506,18 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	char dir[4096];
 	find_agent_dir(dir, sizeof(dir));
 
-	char tried[512];
-	agent_py = load_pymodule(dir, version, tried, sizeof(tried));
+	char tried[512], why[512] = "";
+	agent_py = load_pymodule(dir, version, tried, sizeof(tried), why, sizeof(why));
+	if (!agent_py && why[0]) {
+		snprintf(err, errlen, "%s", why);
+		if (log)
+			agent_log("%s", err);
+		if (out && !by_tid) {
+			snprintf(inactive.python_version, sizeof(inactive.python_version), "%s", version);
+			note_unsupported(out);
+		}
+		return -1;
+	}
 	if (!agent_py) {
 		/* Name the interpreter to build for: this process's own. */
 		char exe[512];

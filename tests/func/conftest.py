@@ -11,6 +11,11 @@ build, fails (unless the build was made for a PYTHONS= list that leaves it
 out): a Python present on the machine that strata cannot profile is a
 fault to report, not a test to skip. STRATA_TEST_PYTHONS (a
 space-separated list of ids, e.g. "debian-3.11 3.12") narrows the set.
+Ids: "3.X" is pyenv's newest 3.X; "debian-3.X" is Debian's /usr/bin/python3
+if that is 3.X, else /usr/bin/python3.X (in the sid root of
+scripts/sidroot.sh: debian-3.14 and debian-3.15). The `debian_python`
+fixture is /usr/bin/python3, whatever its version (3.11 on Debian 12, 3.14
+in sid).
 """
 import json
 import os
@@ -70,11 +75,13 @@ class Interp:
     def venv_python(self):
         """The interpreter of this version's test virtualenv (with numpy,
         numba where available), or the interpreter itself for Debian's,
-        whose numpy/numba come from Debian packages."""
-        if self.id.startswith("debian"):
-            return self.exe
-        v = VENVS / self.version / "bin" / "python"
-        return v if v.exists() else None
+        whose numpy/numba come from Debian packages (unless it has a
+        virtualenv: the sid root's 3.15, for which Debian has no Numba,
+        gets Numba from PyPI in one)."""
+        v = VENVS / self.version / "bin" / "python" if self.version else None
+        if v is not None and v.exists():
+            return v
+        return self.exe if self.id.startswith("debian") else None
 
     def has_module(self, name, venv=True):
         exe = self.venv_python() if venv else self.exe
@@ -128,12 +135,31 @@ def _chosen_pythons():
     return {os.path.realpath(p) for p in chosen} or None
 
 
-ALL_IDS = ["debian-3.11", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+
+
+def _system_minor():
+    """The minor version of Debian's /usr/bin/python3 ("3.11"), or None."""
+    try:
+        out = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+# The id of Debian's own Python: debian-3.11 on Debian 12, debian-3.14 in sid.
+DEBIAN_ID = "debian-%s" % (_system_minor() or "3.11")
+ALL_IDS = [DEBIAN_ID, "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
 
 
 def _interp(ident):
-    if ident == "debian-3.11":
-        return Interp(ident, "/usr/bin/python3" if Path("/usr/bin/python3").exists() else None)
+    if ident.startswith("debian-"):
+        minor = ident[len("debian-"):]
+        if ident == DEBIAN_ID:
+            exe = Path("/usr/bin/python3")
+        else:
+            exe = Path("/usr/bin/python" + minor)
+        return Interp(ident, exe if exe.exists() else None)
     return Interp(ident, _find_pyenv(ident))
 
 
@@ -156,10 +182,17 @@ def python(request):
     return get_interp(request.param).require()
 
 
+def debian_interp():
+    """Debian's /usr/bin/python3 (3.11 on Debian 12, 3.14 in sid), which has
+    numpy and numba from Debian."""
+    return get_interp(DEBIAN_ID)
+
+
 @pytest.fixture
 def debian_python():
-    """Debian's /usr/bin/python3 (3.11), which has numpy and numba from Debian."""
-    return get_interp("debian-3.11").require()
+    """Debian's /usr/bin/python3 (3.11 on Debian 12, 3.14 in sid), which has
+    numpy and numba from Debian."""
+    return debian_interp().require()
 
 
 class Result:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, STRATA, get_interp, need_tool, strata
+from conftest import BUILD, PROGRAMS, STRATA, debian_interp, need_tool, strata
 
 FLAMEGRAPH = Path("/usr/share/perl5/Devel/NYTProf/flamegraph.pl")
 SYNTHPROF = BUILD / "tests" / "synthprof"
@@ -321,7 +321,7 @@ def _record(python, tmp, prog, *args):
 
 @pytest.fixture(scope="module")
 def debian():
-    return get_interp("debian-3.11").require()
+    return debian_interp().require()
 
 
 @pytest.fixture(scope="module")

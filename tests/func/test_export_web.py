@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, ROOT, STRATA, get_interp, strata
+from conftest import BUILD, PROGRAMS, ROOT, STRATA, debian_interp, strata
 
 JS = ROOT / "tests" / "js"
 NODE = shutil.which("node")
@@ -100,7 +100,7 @@ class Recorded:
 def rec(tmp_path_factory):
     """rec("split.py", args..., opts=[...]): records a program once under
     Debian's Python and returns a Recorded."""
-    get_interp("debian-3.11").require()
+    debian_interp().require()
     cache = {}
     base = tmp_path_factory.mktemp("web")
 

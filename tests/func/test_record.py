@@ -294,8 +294,8 @@ def test_bad_options():
 
 @pytest.fixture(scope="module")
 def good_file(tmp_path_factory):
-    from conftest import get_interp
-    it = get_interp("debian-3.11").require()
+    from conftest import debian_interp
+    it = debian_interp().require()
     out = tmp_path_factory.mktemp("good") / "g.strata"
     proc = strata("record", "-q", "-o", out, "--", it.exe, PROGRAMS / "split.py", "1")
     assert proc.returncode == 0, proc.stderr

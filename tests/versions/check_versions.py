@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """check_versions.py: records known-answer programs under every CPython from
-3.8 to 3.13 found on this machine and checks what strata recorded against
+3.8 to 3.15 found on this machine and checks what strata recorded against
 the interpreter's own answers.
 
     tests/versions/check_versions.py [--strata build/bin/strata]
         [--python PATH ...] [--only SCENARIO ...] [--repeat N] [-v]
 
 Interpreters: Debian's /usr/bin/python3 and every pyenv interpreter from
-3.8 on (under `pyenv root`); a minor version from 3.8 to 3.13 that is not
+3.8 on (under `pyenv root`); a minor version from 3.8 to 3.15 that is not
 present is reported as skipped, by name. Exit status 0 if every check
 passed on every interpreter present.
 
@@ -30,7 +30,7 @@ import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-MINORS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+MINORS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
 
 # ---- the programs ------------------------------------------------------------
 # Each burns CPU for a known reason. Line numbers that matter are found by
@@ -318,7 +318,7 @@ class Checker:
             print("    %s %s" % ("ok  " if cond else "FAIL", what))
         return cond
 
-    def record(self, py, prog, tmp, name, mode="cpu", pyflags=(), expect_rc=0):
+    def record(self, py, prog, tmp, name, mode="cpu", pyflags=(), expect_rc=0, env=None):
         path = os.path.join(tmp, name + ".py")
         with open(path, "w") as f:
             f.write(textwrap.dedent(prog).lstrip("\n"))
@@ -326,7 +326,8 @@ class Checker:
         if os.path.exists(out):
             os.unlink(out)
         cmd = [self.strata, "record", "-q", "-o", out, "--mode", mode, "--", py] + list(pyflags) + [path]
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                           env=dict(os.environ, **env) if env else None)
         if not self.ok(r.returncode == expect_rc, "%s (%s): exit status %d" % (name, mode, r.returncode)):
             print(textwrap.indent(r.stderr[-2000:], "      "))
         d = subprocess.run([self.strata, "dump", "--samples", out], stdout=subprocess.PIPE,
@@ -368,6 +369,13 @@ def marker_line(path, marker):
             if marker in l:
                 return i
     raise ValueError(marker)
+
+
+def has_jit(py):
+    """Whether `py` was built with CPython's experimental JIT (3.14+)."""
+    r = subprocess.run([py, "-c", "import sys; print(sys._jit.is_available())"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, universal_newlines=True)
+    return r.returncode == 0 and r.stdout.strip() == "True"
 
 
 def pyflavour(py):
@@ -412,8 +420,8 @@ def caller_of(prof, s, leaf_name):
     return None
 
 
-def sc_split(c, py, ver, tmp, pyflags=(), tag="split"):
-    path, prof = c.record(py, SPLIT, tmp, tag, pyflags=pyflags)
+def sc_split(c, py, ver, tmp, pyflags=(), tag="split", env=None):
+    path, prof = c.record(py, SPLIT, tmp, tag, pyflags=pyflags, env=env)
     table = c.truth(py, prof, {path})
     check_common(c, prof, table, ver, {path})
     cnt = collections.Counter(caller_of(prof, s, "work") for s in prof.samples)
@@ -630,6 +638,13 @@ def main():
             scen.append(("perf", lambda: sc_split(c, py, ver, tmp, ("-X", "perf"), "split -X perf")))
         if ver >= (3, 13):
             scen.append(("perf_jit", lambda: sc_split(c, py, ver, tmp, ("-X", "perf_jit"), "split -X perf_jit")))
+        if ver >= (3, 14) and has_jit(py):
+            # CPython's own experimental JIT (--enable-experimental-jit=yes-off,
+            # as Debian builds 3.14 and 3.15), switched on: traces of machine
+            # code run inside the eval loop's activation and keep the frames'
+            # instruction pointers where the interpreter would.
+            scen.append(("cpython_jit", lambda: sc_split(c, py, ver, tmp, (), "split PYTHON_JIT=1",
+                                                         {"PYTHON_JIT": "1"})))
         for name, fn in scen:
             if a.only and name not in a.only:
                 continue

@@ -34,6 +34,14 @@
 #include <internal/pycore_code.h>
 #include <internal/pycore_frame.h>
 #endif
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14 moved _PyInterpreterFrame into pycore_interpframe_structs.h (with
+ * pycore_interpframe.h for its helpers and pycore_stackref.h for the
+ * tagged references it holds); 3.15 finds the calling thread's state
+ * through the GIL and the thread list (pycore_gil.h). */
+#include <internal/pycore_interpframe.h>
+#include <internal/pycore_gil.h>
+#endif
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -122,12 +130,16 @@ static const struct strata_core *core;
  * Every version provides:
  *   LINETABLE_FMT        the LT_* id of CODE_LINETABLE's bytes
  *   tss_ready/tss_key    the pthread key CPython binds each thread's
- *                        PyThreadState to (see py_current_tstate; in-process)
+ *                        PyThreadState to (see py_current_tstate; in-process);
+ *                        3.15 has no such key and provides instead:
+ *   tstate_ready()       whether thread states can be looked up yet
+ *   bound_tstate()       (handler) the calling thread's PyThreadState
+ *   bound_tstate_gil()   (gil) the same, where the C API may be called
  *   pyframe_t, first_frame, frame_prev
  *   frame_shim(f)        1 for a frame that is not Python code at all (the
  *                        C-stack entry frames of 3.12+): skipped
  *   frame_code(f)        the frame's code object, or NULL if the frame runs
- *                        something else (3.13: f_executable may be None)
+ *                        something else (3.13+: f_executable may be None)
  *   frame_skip(f, co)    1 for a frame still being set up, hidden exactly as
  *                        CPython's own tracebacks and sys._getframe hide it
  *   frame_is_entry(f)    1 if one C-level eval activation starts at f
@@ -294,8 +306,120 @@ static PyThreadState *gil_holder(void) { return _PyThreadState_UncheckedGet(); }
 #endif
 #endif
 
+#elif PY_VERSION_HEX >= 0x030E0000 && PY_VERSION_HEX < 0x03100000
+/* 3.14, 3.15: the _PyInterpreterFrame chain from tstate->current_frame, as
+ * on 3.13, with three differences:
+ *   - f_executable (and f_funcobj) are _PyStackRef, a tagged pointer: the
+ *     low bits say how the reference is counted (Py_TAG_REFCNT, bit 0, on
+ *     a deferred or immortal reference; both low bits set, Py_INT_TAG,
+ *     on a tagged integer, which f_executable never holds). The object is
+ *     the value with Py_TAG_BITS cleared (PyStackRef_AsPyObjectBorrow).
+ *   - The frame _PyEval_EvalFrameDefault pushes below the first real frame
+ *     of each activation (_PyEntryFrame) is owned by
+ *     FRAME_OWNED_BY_INTERPRETER (3). FRAME_OWNED_BY_CSTACK still exists
+ *     in 3.14's enum (renumbered to 4) but no frame is given that owner any
+ *     more, and 3.15 removed it: CPython's own _PyFrame_IsIncomplete tests
+ *     owner >= FRAME_OWNED_BY_INTERPRETER, and so does this walk. 3.15
+ *     also ends every thread's chain with a base frame embedded in the
+ *     thread state (tstate->base_frame, for remote profilers to know a
+ *     walk is complete); it runs no code object and is skipped likewise.
+ *   - 3.15 has no pthread key for the thread state (below).
+ * The bytecode a frame runs is _PyCode_CODE(co) in builds with a GIL;
+ * free-threaded builds give each thread its own copy (co_tlbc), which this
+ * module does not read: see strata_py_build_check. */
+#define LINETABLE_FMT LT_LOCATIONS
+#define CODE_LINETABLE(co) ((co)->co_linetable)
+#define CODE_QUALNAME(co) ((co)->co_qualname)
+typedef _PyInterpreterFrame pyframe_t;
+
+static pyframe_t *first_frame(PyThreadState *ts) { return LD(ts->current_frame); }
+static pyframe_t *frame_prev(pyframe_t *f) { return LD(f->previous); }
+static int frame_shim(pyframe_t *f) { return LD(f->owner) >= FRAME_OWNED_BY_INTERPRETER; }
+static int frame_is_entry(pyframe_t *f)
+{
+	pyframe_t *p = LD(f->previous);
+	return p && LD(p->owner) >= FRAME_OWNED_BY_INTERPRETER;
+}
+#define FRAME_IP(f) ((f)->instr_ptr)
+static PyCodeObject *frame_code(pyframe_t *f)
+{
+	uintptr_t bits = LD(f->f_executable.bits);
+	if ((bits & Py_INT_TAG) == Py_INT_TAG)
+		return NULL; /* a tagged integer: not an object (torn frame) */
+	PyObject *x = (PyObject *)(bits & ~(uintptr_t)Py_TAG_BITS);
+	return x && TYPE_OF(x) == T_CODE ? (PyCodeObject *)x : NULL;
+}
+/* _PyFrame_IsIncomplete, as on 3.11-3.13 (the __init__ cleanup trampoline
+ * is again hidden by its _co_firsttraceable). */
+static int frame_skip(pyframe_t *f, PyCodeObject *co)
+{
+	return LD(f->owner) != FRAME_OWNED_BY_GENERATOR &&
+	       LD(FRAME_IP(f)) < _PyCode_CODE(co) + LD(co->_co_firsttraceable);
+}
+static int32_t frame_lasti(pyframe_t *f, PyCodeObject *co)
+{
+	intptr_t d = (intptr_t)((char *)LD(FRAME_IP(f)) - (char *)_PyCode_CODE(co));
+	d /= (intptr_t)sizeof(_Py_CODEUNIT);
+	return d < 0 || d >= LD(co->ob_base.ob_size) ? -1 : (int32_t)d;
+}
+static PyThreadState *interp_threads(PyInterpreterState *i) { return LD(i->threads.head); }
+static int runtime_finalizing(void) { return LD(RUNTIME->_finalizing) != NULL; }
+
+#ifndef STRATA_REMOTE
+static PyThreadState *gil_holder(void) { return PyThreadState_GetUnchecked(); }
+#if PY_VERSION_HEX < 0x030F0000
+static int tss_ready(void) { return _PyRuntime.autoTSSkey._is_initialized; }
+static pthread_key_t tss_key(void) { return _PyRuntime.autoTSSkey._key; }
+#else
+/* 3.15 dropped _PyRuntime.autoTSSkey: the thread state bound to a thread
+ * (the "gilstate" PyGILState_Ensure uses) lives only in a C thread-local
+ * of libpython (_Py_tss_gilstate), which is not exported and which a
+ * dlopen'ed module could only reach through __tls_get_addr (not safe in a
+ * signal handler). A thread state records the thread it belongs to
+ * (thread_id, the pthread id), so the handler finds its own there:
+ *   - first the GIL's last holder, which is the sampled thread's state
+ *     whenever it is running Python. Its holds_gil must be set: take_gil
+ *     sets it once the GIL is ours and drop_gil clears it before the GIL
+ *     is let go, so a state of this thread that was deleted since
+ *     (PyGILState_Release in a C thread) and still is the last holder is
+ *     not taken for a live one;
+ *   - else every interpreter's thread list: plain loads under the fault
+ *     guard, bounded; a state is unlinked before it is freed, and only by
+ *     its own thread or at shutdown, so this thread never meets its own
+ *     state freed. */
+#define TSTATE_SCAN_MAX 10000
+static int tstate_ready(void) { return _PyRuntime.interpreters.main != NULL; }
+static PyThreadState *bound_tstate(void)
+{
+	unsigned long me = (unsigned long)pthread_self();
+	int steps = 0;
+	for (PyInterpreterState *i = _PyRuntime.interpreters.head; i && steps < TSTATE_SCAN_MAX; i = i->next, steps++) {
+		struct _gil_runtime_state *gil = i->ceval.gil;
+		PyThreadState *h = gil ? gil->last_holder : NULL;
+		if (h && h->thread_id == me && h->holds_gil)
+			return h;
+		for (PyThreadState *ts = interp_threads(i); ts && steps < TSTATE_SCAN_MAX; ts = ts->next, steps++)
+			if (ts->thread_id == me)
+				return ts;
+	}
+	return NULL;
+}
+/* With the GIL context's freedom to call the C API, the bound state is
+ * what CPython itself answers (a plain read of _Py_tss_gilstate). */
+static PyThreadState *bound_tstate_gil(void) { return PyGILState_GetThisThreadState(); }
+#endif
+#endif
+
 #else
 #error "strata: no frame accessors for this Python version (see src/agent/py/pyframes.c)"
+#endif
+
+#if !defined(STRATA_REMOTE) && PY_VERSION_HEX < 0x030F0000
+/* 3.8-3.14: the thread state bound to a thread is the value of CPython's
+ * pthread key for it (see py_current_tstate). */
+static int tstate_ready(void) { return tss_ready(); }
+static PyThreadState *bound_tstate(void) { return pthread_getspecific(tss_key()); }
+#define bound_tstate_gil bound_tstate
 #endif
 
 /* ===== frames ========================================================== */
@@ -365,11 +489,11 @@ static PyThreadState *find_thread(unsigned long pthread_id)
 #ifndef STRATA_REMOTE
 /* ===== handler context (in-process) ===================================== */
 
-static int py_ready(void) { return tss_ready(); }
+static int py_ready(void) { return tstate_ready(); }
 
 static void *py_current_tstate(void)
 {
-	if (!tss_ready())
+	if (!tstate_ready())
 		return NULL;
 	/* CPython binds every thread's PyThreadState to this key when the
 	 * thread starts running Python, and it stays bound while the thread
@@ -380,8 +504,9 @@ static void *py_current_tstate(void)
 	 * holder, not the interrupted thread; 3.12+'s _Py_tss_tstate is not
 	 * exported, is NULL while the thread has released the GIL, and a
 	 * dlopen'ed module reaches another module's TLS through
-	 * __tls_get_addr, which may allocate. */
-	return pthread_getspecific(tss_key());
+	 * __tls_get_addr, which may allocate. 3.15 has no key: see its
+	 * bound_tstate(). */
+	return bound_tstate();
 }
 
 static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing)
@@ -599,7 +724,7 @@ static int str_endswith(PyObject *s, const char *suffix)
 
 /* threading.Thread.start() creates the thread from inside start() with the
  * GIL held: through _thread.start_new_thread on 3.8-3.12 and
- * _thread.start_joinable_thread on 3.13 (neither releases the GIL around
+ * _thread.start_joinable_thread on 3.13-3.15 (neither releases the GIL around
  * pthread_create), so the innermost Python frame is start() and its `self`
  * is the Thread. Any other pthread_create, possibly from a thread that does
  * not hold the GIL, must not touch the C API: the GIL is checked directly,
@@ -607,9 +732,9 @@ static int str_endswith(PyObject *s, const char *suffix)
  * exist. */
 static int py_starting_thread_name(char *buf, size_t n)
 {
-	if (!Py_IsInitialized() || !tss_ready())
+	if (!Py_IsInitialized() || !tstate_ready())
 		return -1;
-	PyThreadState *me = pthread_getspecific(tss_key());
+	PyThreadState *me = bound_tstate_gil();
 	if (!me || gil_holder() != me)
 		return -1;
 	int rc = -1;
@@ -651,6 +776,50 @@ static void py_symbols(struct strata_pysyms *out)
 	out->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
 	out->unicode_type = (uint64_t)(uintptr_t)&PyUnicode_Type;
 	out->bytes_type = (uint64_t)(uintptr_t)&PyBytes_Type;
+}
+
+/* ===== build check ==================================================== */
+
+/*
+ * strata_py_build_check — whether this module can read the running
+ * interpreter. The core loads the module by version number alone, and a
+ * free-threaded CPython (3.13t, 3.14t, 3.15t: configure --disable-gil,
+ * Py_GIL_DISABLED) has the same version number as the default build but
+ * other layouts: a larger object header, per-thread bytecode copies
+ * (co_tlbc) that frames point into, and no GIL. strata does not support
+ * it. The running interpreter says which build it is in
+ * _PyRuntime.debug_offsets (3.13+: the first member of _PyRuntimeState,
+ * laid out the same in both builds, for out-of-process tools). Returns 0
+ * if supported, else -1 with one line for the user in `why` (without a
+ * "strata:" prefix). Called by the core right after loading the module,
+ * before any other entry.
+ */
+__attribute__((visibility("default"))) int strata_py_build_check(char *why, size_t n)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+#ifdef Py_GIL_DISABLED
+	const int built_ft = 1;
+#else
+	const int built_ft = 0;
+#endif
+	const _Py_DebugOffsets *d = &_PyRuntime.debug_offsets;
+	/* The running interpreter's PY_VERSION_HEX. */
+	unsigned maj = (unsigned)(d->version >> 24 & 0xFF), min = (unsigned)(d->version >> 16 & 0xFF),
+		 mic = (unsigned)(d->version >> 8 & 0xFF);
+	if (d->free_threaded || built_ft) {
+		snprintf(why, n, "Python %u.%u.%u is a free-threaded build (Py_GIL_DISABLED), which strata does "
+			 "not support; this process is not profiled", maj, min, mic);
+		return -1;
+	}
+	if ((d->version >> 16) != (PY_VERSION_HEX >> 16)) {
+		snprintf(why, n, "the agent module for Python %s was loaded into Python %u.%u.%u; this process "
+			 "is not profiled", PY_VERSION, maj, min, mic);
+		return -1;
+	}
+#endif
+	(void)why;
+	(void)n;
+	return 0;
 }
 
 /* ===== entry point ==================================================== */
