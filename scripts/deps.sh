@@ -32,6 +32,9 @@ BUILD="$BUILD g++"
 # --native tests: glibc's detached debug information (Debian main; valgrind
 # depends on it anyway), so libc/libm frames have names and lines.
 TEST="$TEST libc6-dbg"
+# CPython's own regression tests under strata (issue 11): Debian's 3.11 ships
+# its test package separately (pyenv's interpreters carry theirs).
+TEST="$TEST libpython3.11-testsuite"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;
