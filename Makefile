@@ -3,6 +3,9 @@
 #   make            build the CLI and one agent module per Python found
 #   make check      install test dependencies, build, run every test
 #   make demo       install, build, profile examples/demo.py, print the report
+#   make cpython-tests   CPython's own regression tests (threads, signals, fork,
+#                   subprocess, select, os, queue) under strata record on every
+#                   interpreter, compared with the same tests without strata
 #   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
 #   make check-versions   every CPython 3.8-3.15 present, checked (docs/versions.md)
 #   make check-sid        CPython 3.14 and 3.15 in a Debian sid root (scripts/sidroot.sh):
@@ -84,7 +87,7 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons check-sid
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
@@ -146,6 +149,8 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) asan
 	$(MAKE) func
+	$(MAKE) cpython-tests
+	$(MAKE) sid-or-skip
 
 func: all check-pythons
 	scripts/run-func-tests.sh
@@ -175,6 +180,18 @@ check-versions: all
 # root can be had (no archive, no root privileges).
 check-sid:
 	scripts/sidroot.sh check
+
+# make check's part: the same, where a machine that cannot have the root
+# (no archive, not root) is a skip, said in one line by sidroot.sh.
+sid-or-skip:
+	@scripts/sidroot.sh check; rc=$$?; \
+	if [ $$rc -eq 77 ]; then echo "strata: CPython 3.14/3.15 not tested (see the line above)"; exit 0; fi; exit $$rc
+
+# Programs behave as without the profiler (issue 11): CPython's own tests,
+# cpu mode and a smaller set in wall and --native modes, every interpreter
+# present; tests/cpython/run_regrtests.py says what runs and why.
+cpython-tests: all
+	tests/cpython/run_regrtests.py
 
 demo:
 	scripts/deps.sh demo

@@ -45,6 +45,9 @@ TEST="$TEST libc6-dbg"
 # CPython 3.14 and 3.15 (issue 12) are tested in a Debian sid root made by
 # scripts/sidroot.sh with debootstrap.
 TEST="$TEST debootstrap"
+# CPython's own regression tests under strata (issue 11): Debian's 3.11 ships
+# its test package separately (pyenv's interpreters carry theirs).
+TEST="$TEST libpython3.11-testsuite"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;
