@@ -100,7 +100,7 @@ class Recorded:
 def rec(tmp_path_factory):
     """rec("split.py", args..., opts=[...]): records a program once under
     Debian's Python and returns a Recorded."""
-    debian_interp().require()
+    it = debian_interp().require()
     cache = {}
     base = tmp_path_factory.mktemp("web")
 

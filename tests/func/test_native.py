@@ -15,6 +15,7 @@ dlopen, fork, wall mode.
 """
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
