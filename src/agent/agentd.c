@@ -148,6 +148,16 @@ static const struct strata_pyreader *load_reader(void)
 		agent_log("the reader %s does not match this agent: process %d is not profiled", path, (int)agent.pid);
 		return NULL;
 	}
+	/* The target's module passed the same check in the target; the
+	 * reader may be another patch release's build. */
+	char exe[4096], why[1024];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
+	ssize_t el = readlink(path, exe, sizeof(exe) - 1);
+	exe[el > 0 ? el : 0] = 0;
+	if (rd->check(exe, why, sizeof(why))) {
+		agent_log("%s", why);
+		return NULL;
+	}
 	return rd;
 }
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 3
+#define STRATA_PYAPI_VERSION 4
 
 struct strata_pysyms;
 
@@ -144,6 +144,12 @@ struct strata_pyreader {
 	/* Before 3.11 (no co_qualname): the qualified name of a code object
 	 * from its source (srcqual.h), malloc'ed, or NULL; NULL on 3.11+. */
 	char *(*qualname)(const char *filename, uint32_t firstlineno, const char *name);
+	/* Whether this reader may read the target (as the module's
+	 * strata_py_build_check, on the target's own _Py_DebugOffsets: 3.13+;
+	 * 0 before). exe names the target's interpreter in the advice. 0, or
+	 * -1 with one line for the user in why. Call it before any other
+	 * entry. */
+	int (*check)(const char *exe, char *why, size_t n);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */
