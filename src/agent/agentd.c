@@ -117,7 +117,9 @@ static const struct strata_pyreader *load_reader(void)
 {
 	char path[4400];
 	const char *v = agent.python_version;
-	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir, v);
+	/* The build of the target's module: the layout it was checked with. */
+	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir,
+		 agent.module_version[0] ? agent.module_version : v);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		char minor[64];

@@ -98,6 +98,14 @@ struct strata_pyapi {
 	/* any: where this interpreter's runtime state and core types are, for
 	 * a reader in another process (the agent's helper). */
 	void (*symbols)(struct strata_pysyms *out);
+
+	/* gil: the calling thread's innermost Python frame as CPython's own
+	 * C API reports it (PyEval_GetFrame, f_code, f_lasti, co_firstlineno,
+	 * co_name), whatever the layout: what the core compares a walk with
+	 * to check a module built for another patch release (agent.c).
+	 * out->flags is 0. Returns 0, or -1 if no Python frame runs. Leaves
+	 * no exception set. */
+	int (*api_frame)(struct strata_pyframe *out, char *name, size_t n);
 };
 
 /* Exported by every per-version module. */

@@ -4,6 +4,7 @@ build it was made for, no with one line for another minor version and for
 a free-threaded build (simulated by setting the flag the interpreter
 publishes in _PyRuntime.debug_offsets, since no free-threaded CPython is
 installed here). 3.13+, where the interpreter publishes that flag."""
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -196,3 +197,62 @@ print(buf.value.decode())
     assert ("thread_state.current_frame is %d in the interpreter, %d in the module" % (published, compiled)
             in why), why
     assert why.endswith("make PYTHONS=/the/python"), why
+
+
+# ---- before 3.13: a module of another patch release, checked on a live frame --
+
+def agent_dir_with(tmp_path, module_version, as_version):
+    """An agent directory whose only module is the one built for
+    module_version, named as if built for as_version."""
+    d = tmp_path / "agent"
+    d.mkdir()
+    for name in ("libstrata-agent.so", "strata-agentd"):
+        (d / name).symlink_to(AGENT_DIR / name)
+    for kind in ("py", "pyreader"):
+        (d / ("strata-%s-%s.so" % (kind, as_version))).symlink_to(AGENT_DIR / ("strata-%s-%s.so" % (kind, module_version)))
+    return d
+
+
+def other_patch(version):
+    """A patch release of the same minor version that is not `version`."""
+    major, minor, micro = version.split(".")
+    return "%s.%s.%d" % (major, minor, int(micro) + 100)
+
+
+def test_other_patch_checked_and_accepted(python, tmp_path):
+    """Only a module built for another patch release: it is loaded, checked
+    on the first live frame, and the profile is as usual."""
+    if python.minor >= (3, 13):
+        pytest.skip("3.13+ is checked against _Py_DebugOffsets (above)")
+    d = agent_dir_with(tmp_path, python.version, other_patch(python.version))
+    env = dict(os.environ, STRATA_AGENT_DIR=str(d))
+    out = tmp_path / "ok.strata"
+    r = strata("record", "-o", out, "--", python.exe, PROGRAMS / "split.py", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "not profiled" not in r.stderr, r.stderr
+    rep = json.loads(strata("report", "--json", out).stdout)
+    names = {f["name"] for f in rep["functions"]}
+    assert {"heavy", "light"} <= names, names
+
+
+def test_other_layout_refused_on_live_frame(python, tmp_path):
+    """A module whose layout is not the interpreter's (3.12's module,
+    named as a 3.11 patch release, in a 3.11 interpreter) is refused at
+    the first live frame, with one line, and nothing it read is written."""
+    if python.minor != (3, 11):
+        pytest.skip("needs a 3.11 interpreter and a 3.12 module")
+    mods = sorted(AGENT_DIR.glob("strata-py-3.12.*.so"))
+    if not mods:
+        pytest.skip("no module for 3.12 built here")
+    v12 = mods[0].name[len("strata-py-"):-3]
+    d = agent_dir_with(tmp_path, v12, other_patch(python.version))
+    env = dict(os.environ, STRATA_AGENT_DIR=str(d))
+    out = tmp_path / "bad.strata"
+    r = strata("record", "-o", out, "--", python.exe, PROGRAMS / "split.py", env=env)
+    lines = [l for l in r.stderr.splitlines() if "does not read Python" in l]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("strata: the agent module for Python %s does not read Python %s right: "
+                               % (v12, python.version)), lines[0]
+    assert lines[0].endswith("this process is not profiled. Build a module for this interpreter with: "
+                             "make PYTHONS=%s" % os.path.realpath(python.exe)), lines[0]
+    assert r.returncode != 0 and "nothing was profiled" in r.stderr, r.stderr

@@ -865,6 +865,39 @@ static int py_starting_thread_name(char *buf, size_t n)
 	return rc;
 }
 
+/* Only the C API and attribute lookups: right whatever the layout. */
+static int py_api_frame(struct strata_pyframe *out, char *name, size_t n)
+{
+	PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+	if (!f)
+		return -1;
+	int rc = -1;
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);
+	PyObject *co = PyObject_GetAttrString((PyObject *)f, "f_code");
+	PyObject *lasti = PyObject_GetAttrString((PyObject *)f, "f_lasti");
+	PyObject *first = co ? PyObject_GetAttrString(co, "co_firstlineno") : NULL;
+	PyObject *nm = co ? PyObject_GetAttrString(co, "co_name") : NULL;
+	const char *u = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+	if (co && lasti && first && u) {
+		/* f_lasti counts bytes on every version (-1: none yet). */
+		long l = PyLong_AsLong(lasti);
+		out->code = (uint64_t)(uintptr_t)co; /* the frame keeps it alive */
+		out->lasti = l < 0 ? -1 : (int32_t)(l / 2);
+		out->first = (uint16_t)PyLong_AsLong(first);
+		out->flags = 0;
+		snprintf(name, n, "%s", u);
+		rc = 0;
+	}
+	Py_XDECREF(nm);
+	Py_XDECREF(first);
+	Py_XDECREF(lasti);
+	Py_XDECREF(co);
+	PyErr_Clear();
+	PyErr_Restore(et, ev, tb);
+	return rc;
+}
+
 static void py_symbols(struct strata_pysyms *out)
 {
 	out->runtime = (uint64_t)(uintptr_t)&_PyRuntime;
@@ -914,6 +947,7 @@ static const struct strata_pyapi api = {
 	.hook_code_death = py_hook_code_death,
 	.starting_thread_name = py_starting_thread_name,
 	.symbols = py_symbols,
+	.api_frame = py_api_frame,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_init(const struct strata_core *c)
