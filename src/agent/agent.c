@@ -172,16 +172,19 @@ static void find_agent_dir(char *dir, size_t n)
 }
 
 /* Finds and loads strata-py-<version>.so next to this library: the exact
- * version first, else another build of the same X.Y (layouts do not change
- * within a minor release). */
+ * version first, else another build of the same X.Y (*other_patch set),
+ * which must then pass the layout checks: the module's own against the
+ * interpreter's _Py_DebugOffsets (3.13+, any module), or the core's on a
+ * live frame (before 3.13; see "a module built for another patch release"). */
 static const struct strata_pyapi *load_pymodule(const char *dir, const char *version, char *tried, size_t tlen,
-					       char *why, size_t whylen)
+					       char *why, size_t whylen, int *other_patch)
 {
 	char path[4352];
 	void *h = NULL;
 	snprintf(path, sizeof(path), "%s/strata-py-%s.so", dir, version);
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	tried[0] = 0;
+	*other_patch = !h;
 	if (!h) {
 		char minor[16];
 		const char *d1 = strchr(version, '.');
@@ -228,7 +231,8 @@ int code_death_wanted(uint64_t addr)
 {
 	/* Idle (sampling off, rings drained): no sample can name a code
 	 * object that dies now, and nothing would take the record. */
-	return agent.active && atomic_load_explicit(&agent.has_output, memory_order_relaxed) &&
+	return agent.active && atomic_load_explicit(&agent.layout, memory_order_relaxed) == LAYOUT_OK &&
+	       atomic_load_explicit(&agent.has_output, memory_order_relaxed) &&
 	       !atomic_load_explicit(&agent.writer_idle, memory_order_relaxed) && agent.code_seen &&
 	       agent.code_seen[code_seen_slot(addr)];
 }
@@ -249,36 +253,135 @@ void code_death(uint64_t addr, struct strata_codeinfo *info)
  * No helper is started for such a process: the record is written here. */
 static void note_unsupported(const char *output)
 {
-	int fd = open(output, O_WRONLY | O_APPEND | O_CLOEXEC);
-	if (fd < 0)
-		return;
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
-	char *argv[1] = { exe };
-	struct rec_process p = {
-		.pid = (uint32_t)getpid(),
-		.ppid = (uint32_t)getppid(),
-		.start_mono_ns = mono_ns(),
-		.python_version = agent.python_version,
-		.executable = exe,
-		.argc = 1,
-		.argv = argv,
-		.flags = PROC_UNSUPPORTED,
-	};
-	struct wbuf recs, chunk;
-	wbuf_init(&recs);
-	wbuf_init(&chunk);
-	rec_put_process(&recs, &p);
-	struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_EXIT };
-	rec_put_process_end(&recs, &e);
-	if (!recs.oom && chunk_seal(&chunk, recs.data, recs.len, agent_new_stream_id(), 0, CHUNK_LAST, 3) == 0) {
-		ssize_t w = write(fd, chunk.data, chunk.len);
-		(void)w;
+	agent_note_unsupported(output, getpid(), getppid(), agent.python_version, exe);
+}
+
+/* ---- a module built for another patch release (before 3.13) --------------- */
+
+/*
+ * Before 3.13 the interpreter publishes no table of its layout, and a
+ * patch release may still change one. A module built for the exact version
+ * needs no check; one built for another patch release of the same minor
+ * version is checked on a live frame before anything it reads is written:
+ * with the GIL held, the innermost Python frame the module's own walk
+ * finds (the handler's path: the thread-state key, the frame chain, the
+ * code object, its first line and current instruction) must be the one
+ * CPython's C API reports, and the code object read through the module
+ * (the writer's path) must carry the same name and first line.
+ *
+ * The agent's constructor runs before Py_Initialize, so the check waits
+ * for a moment with a Python frame and the GIL: an audit hook
+ * (PySys_AddAuditHook may be called before Py_Initialize), called on
+ * every audit event with the GIL held, decides at the first one raised
+ * from Python code (the imports of start-up) and is a load and a branch
+ * afterwards. Meanwhile samples wait in the rings (the helper writes
+ * nothing while agent.layout is LAYOUT_PENDING), code-object deaths and
+ * thread names are not taken from the module. A process that ends
+ * undecided is refused by the helper (writer.c).
+ */
+static int layout_busy;
+
+/* 1 checked, 0 no Python frame here yet, -1 the module misreads (why). */
+static int layout_verify(char *why, size_t n)
+{
+	struct strata_pyframe api, fr[1];
+	char name[256];
+	struct tslot *s = tls_slot;
+	if (!s || agent_py->api_frame(&api, name, sizeof(name)))
+		return 0;
+	/* The walk as the handler does it, under the fault guard, with the
+	 * sampling signal held so that no capture reuses the guard. */
+	sigset_t prof, old;
+	sigemptyset(&prof);
+	sigaddset(&prof, SIGPROF);
+	pthread_sigmask(SIG_BLOCK, &prof, &old);
+	volatile int got = 0;
+	uint32_t missing = 0;
+	if (sigsetjmp(s->guard_jb, 0) == 0) {
+		s->guard_on = 1;
+		void *ts = agent_py->ready() ? agent_py->current_tstate() : NULL;
+		got = ts ? agent_py->walk(ts, fr, 1, &missing) : 0;
+		s->guard_on = 0;
+	} else {
+		got = -1;
 	}
-	wbuf_free(&recs);
-	wbuf_free(&chunk);
-	close(fd);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	struct strata_codeinfo ci;
+	memset(&ci, 0, sizeof(ci));
+	int ok = got == 1 && fr[0].code == api.code && fr[0].first == api.first && fr[0].lasti == api.lasti &&
+		 agent_py->read_code(fr[0].code, &ci) == 0 && ci.name && !strcmp(ci.name, name) &&
+		 (uint16_t)ci.firstlineno == api.first;
+	free(ci.filename);
+	free(ci.name);
+	free(ci.qualname);
+	free(ci.linetable);
+	if (ok)
+		return 1;
+	char exe[512];
+	ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[el > 0 ? el : 0] = 0;
+	snprintf(why, n, "the agent module for Python %s does not read Python %s right: CPython's current "
+		 "frame runs %.200s (line %u, instruction %d), the module %s; this process is not profiled. "
+		 "Build a module for this interpreter with: make PYTHONS=%.400s",
+		 agent_py->built_for, agent.python_version, name, (unsigned)api.first, (int)api.lasti,
+		 got == 1 ? (fr[0].code == api.code ? "reads another line or instruction of it" : "finds another code object")
+			  : got < 0 ? "faults" : "finds no frame",
+		 exe);
+	return -1;
+}
+
+/* Runs the check if it is still to be done; with the GIL held. */
+static void layout_decide(void)
+{
+	if (atomic_load_explicit(&agent.layout, memory_order_acquire) != LAYOUT_PENDING || layout_busy)
+		return;
+	layout_busy = 1; /* the C API calls may raise audit events of their own */
+	char why[sizeof(agent.layout_why)];
+	int v = layout_verify(why, sizeof(why));
+	layout_busy = 0;
+	if (v > 0) {
+		atomic_store(&agent.layout, LAYOUT_OK);
+		link_poke();
+	} else if (v < 0) {
+		/* Nothing was written yet: stop, say so, and leave the record
+		 * of a process that was not profiled in the helper's place. */
+		atomic_store(&agent.sampling, 0);
+		atomic_store(&agent.has_output, 0);
+		snprintf(agent.layout_why, sizeof(agent.layout_why), "%s", why);
+		atomic_store(&agent.layout, LAYOUT_BAD);
+		agent_log("%s", why);
+		if (!agent.standby && !agent.by_tid) {
+			char exe[4096];
+			ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+			exe[el > 0 ? el : 0] = 0;
+			agent_note_unsupported(agent.cfg.output, getpid(), getppid(), agent.python_version, exe);
+		}
+		link_poke();
+	}
+}
+
+static int layout_audit(const char *event, void *args, void *data)
+{
+	(void)event;
+	(void)args;
+	(void)data;
+	if (atomic_load_explicit(&agent.layout, memory_order_relaxed) == LAYOUT_PENDING)
+		layout_decide();
+	return 0;
+}
+
+/* Arms the check; -1 if it cannot be (the module is then refused). */
+static int layout_arm(void)
+{
+	int (*add)(int (*)(const char *, void *, void *), void *) =
+		(int (*)(int (*)(const char *, void *, void *), void *))dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+	if (!add)
+		return -1;
+	atomic_store(&agent.layout, LAYOUT_PENDING);
+	return add(layout_audit, NULL) == 0 ? 0 : -1;
 }
 
 /* ---- the state ------------------------------------------------------------- */
@@ -507,7 +610,8 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	find_agent_dir(dir, sizeof(dir));
 
 	char tried[512], why[512] = "";
-	agent_py = load_pymodule(dir, version, tried, sizeof(tried), why, sizeof(why));
+	int other_patch = 0;
+	agent_py = load_pymodule(dir, version, tried, sizeof(tried), why, sizeof(why), &other_patch);
 	if (!agent_py && why[0]) {
 		snprintf(err, errlen, "%s", why);
 		if (log)
@@ -563,6 +667,7 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	agentp = st;
 	agent.cfg = cfg;
 	snprintf(agent.python_version, sizeof(agent.python_version), "%s", version);
+	snprintf(agent.module_version, sizeof(agent.module_version), "%s", agent_py->built_for);
 	snprintf(agent.agent_dir, sizeof(agent.agent_dir), "%s", dir);
 	agent.standby = !out;
 	agent.by_tid = by_tid;
@@ -571,6 +676,13 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 		goto fail;
 	}
 	agent_py->symbols(&agent.pysyms);
+	unsigned vmaj = 0, vmin = 0;
+	sscanf(version, "%u.%u", &vmaj, &vmin);
+	if (other_patch && vmaj == 3 && vmin < 13 && layout_arm()) {
+		snprintf(err, errlen, "the agent module for Python %s cannot be checked against Python %s "
+			 "(PySys_AddAuditHook failed); this process is not profiled", agent_py->built_for, version);
+		goto fail;
+	}
 	if (by_tid && agent.cfg.mode == MODE_WALL) {
 		/* Threads found by a scan have no pthread_t to find their
 		 * thread state with from outside. */
@@ -618,6 +730,14 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 		threads_register_existing();
 	else
 		thread_register("MainThread", 1);
+	/* Loaded from Python (the GIL is held): check now if need be. */
+	if (by_tid && atomic_load(&agent.layout) == LAYOUT_PENDING) {
+		layout_decide();
+		if (atomic_load(&agent.layout) == LAYOUT_BAD) {
+			snprintf(err, errlen, "%s", agent.layout_why);
+			return -1;
+		}
+	}
 	return 0;
 fail:
 	if (log)

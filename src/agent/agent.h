@@ -206,6 +206,7 @@ struct agent_state {
 	int trigger;                 /* enum trigger_kind actually used */
 	struct agent_config cfg;     /* rate, paused and output change at run time (helper) */
 	char python_version[64];
+	char module_version[64];     /* the one the module was built for (another patch release?) */
 	struct strata_pysyms pysyms; /* where the interpreter is, for the helper's reader */
 	uint64_t r_debug;            /* &_r_debug: the loaded objects, for the helper */
 	uint64_t vdso;               /* AT_SYSINFO_EHDR */
@@ -226,6 +227,14 @@ struct agent_state {
 	/* Samples and drops of threads already retired (status totals). */
 	_Atomic uint64_t retired_samples, retired_dropped;
 
+	/* Whether the module may read this interpreter (enum layout_state):
+	 * LAYOUT_PENDING while a module built for another patch release of
+	 * a pre-3.13 CPython waits for its check on a live frame (agent.c);
+	 * the helper writes nothing meanwhile. Set by the profiled process,
+	 * or by the helper if the process ends undecided. */
+	_Atomic int layout;
+	char layout_why[1024];        /* LAYOUT_BAD: the one line said */
+
 	/* The writer's state the deallocation hook consults. */
 	_Atomic int has_output;      /* there is an output (else standby) */
 	_Atomic int writer_idle;     /* sampling off and the rings drained since */
@@ -238,6 +247,8 @@ struct agent_state {
 	struct graveyard *grave;
 	struct outvar outvar;
 };
+
+enum layout_state { LAYOUT_OK = 0, LAYOUT_PENDING = 1, LAYOUT_BAD = 2 };
 
 /* The state, in the shared region once the agent is set up; before that
  * (and in a process the agent does nothing in) a zeroed stand-in, so the
@@ -271,6 +282,9 @@ uint64_t agent_new_stream_id(void);
 /* Samples per second as the profile states it (0: event-driven, not a clock). */
 unsigned agent_rate_hz(void);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends to `output` a stream of one record saying process pid (running
+ * exe, Python `version`) was not profiled (PROC_UNSUPPORTED). */
+void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe);
 
 /* slots.c */
 struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */

@@ -117,7 +117,9 @@ static const struct strata_pyreader *load_reader(void)
 {
 	char path[4400];
 	const char *v = agent.python_version;
-	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir, v);
+	/* The build of the target's module: the layout it was checked with. */
+	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir,
+		 agent.module_version[0] ? agent.module_version : v);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		char minor[64];
@@ -146,6 +148,16 @@ static const struct strata_pyreader *load_reader(void)
 	const struct strata_pyreader *rd = init ? init(&r) : NULL;
 	if (!rd || rd->api_version != STRATA_PYAPI_VERSION) {
 		agent_log("the reader %s does not match this agent: process %d is not profiled", path, (int)agent.pid);
+		return NULL;
+	}
+	/* The target's module passed the same check in the target; the
+	 * reader may be another patch release's build. */
+	char exe[4096], why[1024];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
+	ssize_t el = readlink(path, exe, sizeof(exe) - 1);
+	exe[el > 0 ? el : 0] = 0;
+	if (rd->check(exe, why, sizeof(why))) {
+		agent_log("%s", why);
 		return NULL;
 	}
 	return rd;

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 3
+#define STRATA_PYAPI_VERSION 4
 
 struct strata_pysyms;
 
@@ -98,6 +98,14 @@ struct strata_pyapi {
 	/* any: where this interpreter's runtime state and core types are, for
 	 * a reader in another process (the agent's helper). */
 	void (*symbols)(struct strata_pysyms *out);
+
+	/* gil: the calling thread's innermost Python frame as CPython's own
+	 * C API reports it (PyEval_GetFrame, f_code, f_lasti, co_firstlineno,
+	 * co_name), whatever the layout: what the core compares a walk with
+	 * to check a module built for another patch release (agent.c).
+	 * out->flags is 0. Returns 0, or -1 if no Python frame runs. Leaves
+	 * no exception set. */
+	int (*api_frame)(struct strata_pyframe *out, char *name, size_t n);
 };
 
 /* Exported by every per-version module. */
@@ -144,6 +152,12 @@ struct strata_pyreader {
 	/* Before 3.11 (no co_qualname): the qualified name of a code object
 	 * from its source (srcqual.h), malloc'ed, or NULL; NULL on 3.11+. */
 	char *(*qualname)(const char *filename, uint32_t firstlineno, const char *name);
+	/* Whether this reader may read the target (as the module's
+	 * strata_py_build_check, on the target's own _Py_DebugOffsets: 3.13+;
+	 * 0 before). exe names the target's interpreter in the advice. 0, or
+	 * -1 with one line for the user in why. Call it before any other
+	 * entry. */
+	int (*check)(const char *exe, char *why, size_t n);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

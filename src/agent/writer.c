@@ -324,7 +324,13 @@ static struct {
 
 /* There is an output (else standby: records are dropped). In the shared
  * state: the target's deallocation hook asks too. */
-static int writer_has_output(void) { return atomic_load_explicit(&agent.has_output, memory_order_relaxed); }
+/* A process whose module was refused after the start (agent.c) has
+ * none, whatever the order it and this helper set things in. */
+static int writer_has_output(void)
+{
+	return atomic_load_explicit(&agent.has_output, memory_order_relaxed) &&
+	       atomic_load_explicit(&agent.layout, memory_order_relaxed) != LAYOUT_BAD;
+}
 
 void writer_set_busy(void) { atomic_store(&agent.writer_idle, 0); }
 
@@ -872,6 +878,12 @@ static void *writer_main(void *arg)
 			while (read(W.fdw[0], buf, sizeof(buf)) > 0)
 				;
 		}
+		/* A module of another patch release not checked yet
+		 * (agent.c): the samples wait in the rings. */
+		if (atomic_load(&agent.layout) == LAYOUT_PENDING) {
+			idle = 0;
+			continue;
+		}
 		pthread_mutex_lock(&W.lock);
 		drain_all();
 		int on = atomic_load(&agent.sampling);
@@ -948,6 +960,22 @@ void writer_finish(int reason)
 		writer_poke();
 		pthread_join(W.thread, NULL);
 		W.running = 0;
+	}
+	int expected = LAYOUT_PENDING;
+	if (atomic_compare_exchange_strong(&agent.layout, &expected, LAYOUT_BAD)) {
+		/* It ended before its module could be checked on a live
+		 * frame: what was sampled is not written (agent.c). */
+		atomic_store(&agent.has_output, 0);
+		char exe[4096], path[64];
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
+		ssize_t el = readlink(path, exe, sizeof(exe) - 1);
+		exe[el > 0 ? el : 0] = 0;
+		agent_log("the agent module for Python %s was not checked against Python %s before process %d "
+			  "ended (no Python code ran with the GIL); it was not profiled. Build a module for this "
+			  "interpreter with: make PYTHONS=%s",
+			  agent.module_version, agent.python_version, (int)agent.pid, exe);
+		if (!agent.standby && !W.attached)
+			agent_note_unsupported(agent.cfg.output, agent.pid, target_ppid(), agent.python_version, exe);
 	}
 	pthread_mutex_lock(&W.lock);
 	drain_all();

@@ -39,6 +39,7 @@ ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 # Tests of agent pieces compile those sources in (the agent is a preloaded
 # library, not something the tests link against).
 test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
+test_offcheck_EXTRA = src/agent/py/offcheck.c
 
 # The exporters' tests link the exporters, built for the flavour at hand.
 UNIT_EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
