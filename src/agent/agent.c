@@ -251,12 +251,12 @@ void code_death(uint64_t addr, struct strata_codeinfo *info)
 
 /* Leaves one record so the CLI can say which process was skipped and why.
  * No helper is started for such a process: the record is written here. */
-static void note_unsupported(const char *output)
+static void note_unsupported(const char *output, int refused)
 {
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
-	agent_note_unsupported(output, getpid(), getppid(), agent.python_version, exe);
+	agent_note_unsupported(output, getpid(), getppid(), agent.python_version, exe, refused);
 }
 
 /* ---- a module built for another patch release (before 3.13) --------------- */
@@ -357,7 +357,7 @@ static void layout_decide(void)
 			char exe[4096];
 			ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 			exe[el > 0 ? el : 0] = 0;
-			agent_note_unsupported(agent.cfg.output, getpid(), getppid(), agent.python_version, exe);
+			agent_note_unsupported(agent.cfg.output, getpid(), getppid(), agent.python_version, exe, 1);
 		}
 		link_poke();
 	}
@@ -618,7 +618,7 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			agent_log("%s", err);
 		if (out && !by_tid) {
 			snprintf(inactive.python_version, sizeof(inactive.python_version), "%s", version);
-			note_unsupported(out);
+			note_unsupported(out, 1);
 		}
 		return -1;
 	}
@@ -644,7 +644,7 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			agent_log("%s", err);
 		if (out && !by_tid) {
 			snprintf(inactive.python_version, sizeof(inactive.python_version), "%s", version);
-			note_unsupported(out);
+			note_unsupported(out, 0);
 		}
 		return -1;
 	}

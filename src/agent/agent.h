@@ -284,7 +284,9 @@ unsigned agent_rate_hz(void);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Appends to `output` a stream of one record saying process pid (running
  * exe, Python `version`) was not profiled (PROC_UNSUPPORTED). */
-void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe);
+/* refused: a module was found but does not fit this interpreter (PROC_REFUSED). */
+void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
+			    int refused);
 
 /* slots.c */
 struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */

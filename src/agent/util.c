@@ -35,7 +35,8 @@ unsigned agent_rate_hz(void)
 	return p ? (unsigned)(1000000000ull / p) : 0;
 }
 
-void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe)
+void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
+			    int refused)
 {
 	int fd = open(output, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
@@ -49,7 +50,7 @@ void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const cha
 		.executable = (char *)exe,
 		.argc = 1,
 		.argv = argv,
-		.flags = PROC_UNSUPPORTED,
+		.flags = PROC_UNSUPPORTED | (refused ? PROC_REFUSED : 0),
 	};
 	struct wbuf recs, chunk;
 	wbuf_init(&recs);

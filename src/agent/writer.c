@@ -975,7 +975,7 @@ void writer_finish(int reason)
 			  "interpreter with: make PYTHONS=%s",
 			  agent.module_version, agent.python_version, (int)agent.pid, exe);
 		if (!agent.standby && !W.attached)
-			agent_note_unsupported(agent.cfg.output, agent.pid, target_ppid(), agent.python_version, exe);
+			agent_note_unsupported(agent.cfg.output, agent.pid, target_ppid(), agent.python_version, exe, 1);
 	}
 	pthread_mutex_lock(&W.lock);
 	drain_all();

@@ -63,7 +63,7 @@ static const char usage_text[] =
 
 struct summary {
 	uint64_t samples, dropped;
-	unsigned processes, unsupported, threads;
+	unsigned processes, unsupported, refused, threads;
 	char unsupported_versions[256];
 };
 
@@ -77,6 +77,8 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 		if (rec_get_process(body, &p) == 0) {
 			if (p.flags & PROC_UNSUPPORTED) {
 				s->unsupported++;
+				if (p.flags & PROC_REFUSED)
+					s->refused++;
 				size_t l = strlen(s->unsupported_versions);
 				if (!strstr(s->unsupported_versions, p.python_version) && l + 32 < sizeof(s->unsupported_versions))
 					snprintf(s->unsupported_versions + l, sizeof(s->unsupported_versions) - l, "%s%s",
@@ -425,14 +427,19 @@ int cmd_record(int argc, char **argv)
 	reader_report_diag(r, stderr, "strata: warning: ");
 	reader_close(r);
 
+	/* A refused process: its agent said why on stderr (layout, build). */
 	if (s.unsupported && s.processes)
-		warnf("%u process(es) ran a Python without an agent build (%s) and were not profiled",
-		      s.unsupported, s.unsupported_versions);
+		warnf("%u process(es) ran a Python %s (%s) and were not profiled",
+		      s.unsupported, s.refused == s.unsupported ? "that its agent module cannot read"
+				     : s.refused ? "without a fitting agent build" : "without an agent build",
+		      s.unsupported_versions);
 	if (s.processes == 0) {
 		if (tmp_raw[0])
 			unlink(tmp_raw);
 		if (s.unsupported)
-			errorf("nothing was profiled: no agent build for Python %s", s.unsupported_versions);
+			errorf("nothing was profiled: %s Python %s", s.refused == s.unsupported ?
+			       "the agent module cannot read" : s.refused ? "no fitting agent build for" :
+			       "no agent build for", s.unsupported_versions);
 		else if (pid)
 			errorf("nothing was recorded from process %u", pid);
 		else

@@ -138,6 +138,8 @@ enum process_flags {
 	PROC_JIT_LINES = 1 << 1,
 	PROC_CONTINUED = 1 << 2,   /* stream resumed after a failed exec */
 	PROC_UNSUPPORTED = 1 << 3, /* Python version without an agent build: not profiled */
+	PROC_REFUSED = 1 << 4,     /* with PROC_UNSUPPORTED: a module exists but cannot read this
+	                            * interpreter (layout, build kind); the agent said why on stderr */
 };
 enum thread_flags { THREAD_MAIN = 1 << 0 };
 enum stack_flags {

@@ -774,7 +774,10 @@ static void build_warnings(struct profile *p, struct reader *r)
 	}
 	for (uint32_t i = 0; i < p->nprocs; i++)
 		if (p->procs[i].flags & PROC_UNSUPPORTED)
-			add_warning(p, "process %u (%s) runs Python %s, which has no agent build: it was not profiled",
+			add_warning(p, (p->procs[i].flags & PROC_REFUSED) ?
+				    "process %u (%s) runs Python %s, which its agent module cannot read (a layout or "
+				    "build that differs; the agent said which when it started): it was not profiled" :
+				    "process %u (%s) runs Python %s, which has no agent build: it was not profiled",
 				    p->procs[i].pid, p->procs[i].command ? p->procs[i].command : "?",
 				    p->procs[i].python_version ? p->procs[i].python_version : "?");
 	if (in->bad_bodies)

@@ -155,7 +155,10 @@ def test_layout_mismatch_refused(python, skewed, tmp_path):
             % (python.version, python.version, published, compiled, os.path.realpath(exe)))
     assert line in r.stderr.splitlines(), r.stderr
     assert r.returncode != 0
-    assert "nothing was profiled" in r.stderr, r.stderr
+    assert "nothing was profiled: the agent module cannot read Python %s" % python.version in r.stderr, r.stderr
+    assert "no agent build" not in r.stderr, r.stderr
+    rep = strata("report", out)
+    assert "which its agent module cannot read" in rep.stderr, rep.stderr
 
 
 def test_layout_mismatch_reader_refused(python, skewed):
@@ -255,4 +258,4 @@ def test_other_layout_refused_on_live_frame(python, tmp_path):
                                % (v12, python.version)), lines[0]
     assert lines[0].endswith("this process is not profiled. Build a module for this interpreter with: "
                              "make PYTHONS=%s" % os.path.realpath(python.exe)), lines[0]
-    assert r.returncode != 0 and "nothing was profiled" in r.stderr, r.stderr
+    assert r.returncode != 0 and "nothing was profiled: the agent module cannot read" in r.stderr, r.stderr
