@@ -24,6 +24,7 @@
 #include "unwind.h"
 #include "../common/format.h"
 #include "../common/perfmap.h"
+#include "../common/pytramp.h"
 
 /* Bounds: a runaway map must not grow the agent without limit, and one
  * writer pass must not spend long reading. */
@@ -332,25 +333,28 @@ void perfread_poll(struct wbuf *recs)
 	}
 }
 
-/* Python/asm_trampoline.S on x86-64 (see unwind.c): the 11 bytes of one
- * trampoline, the return address 6 bytes in. */
-static const uint8_t TRAMPOLINE[11] = { 0x48, 0x83, 0xec, 0x08, 0xff, 0xd1, 0x48, 0x83, 0xc4, 0x08, 0xc3 };
-#define TRAMPOLINE_RA 6
+static int tramp_read(void *ctx, uint64_t addr, uint8_t *buf, unsigned n)
+{
+	(void)ctx;
+	return remote_read(buf, addr, n);
+}
 
+/* Names CPython's perf trampolines (pytramp.h) found as return addresses
+ * in no object and in no perf-map entry yet. */
 void perfread_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 {
 	int added = 0;
 	for (uint32_t i = 1; i < n; i++) {
-		uint64_t start = addrs[i] - TRAMPOLINE_RA;
-		if (start_known(start) || unwind_in_object(addrs[i] - 1))
+		/* Known already (the cheap test first: most are), or in an object. */
+		if (start_known(addrs[i] - 6) || start_known(addrs[i] - 10) || unwind_in_object(addrs[i] - 1))
 			continue;
-		uint8_t b[sizeof(TRAMPOLINE)];
-		if (remote_read(b, start, sizeof(b)) || memcmp(b, TRAMPOLINE, sizeof(b)))
+		const struct pytramp_shape *t = pytramp_at(addrs[i], tramp_read, NULL);
+		if (!t || start_known(addrs[i] - t->ra))
 			continue;
 		/* Its own name comes with the entry CPython writes; the CLI
 		 * folds the frame into its Python frame either way. */
 		static const char name[] = "py::[trampoline]";
-		add_entry(start, sizeof(TRAMPOLINE), name, sizeof(name) - 1);
+		add_entry(addrs[i] - t->ra, t->len, name, sizeof(name) - 1);
 		added = 1;
 	}
 	if (added && recs)

@@ -40,6 +40,7 @@
 #include "../common/cfi.h"
 #include "../common/elfsect.h"
 #include "../common/format.h"
+#include "../common/pytramp.h"
 
 /* glibc >= 2.35's _dl_find_object, looked up at start so the handler
  * never goes through lazy PLT binding; NULL before 2.35. */
@@ -68,24 +69,41 @@ static inline uint64_t load(uint64_t addr)
 	return *(volatile const uint64_t *)(uintptr_t)addr;
 }
 
-/* CPython 3.12+'s perf trampolines (-X perf, -X perf_jit; Python/
- * asm_trampoline.S, copied once per code object into anonymous memory
- * with no unwind information): `sub $8,%rsp; call *%rcx; add $8,%rsp;
- * ret`. A return address just past that call, in no object, is one: its
- * frame is 16 bytes with the return address on top, every other register
- * untouched. Recognized by its bytes, so stacks under -X perf reach past
- * the first Python call; the CLI folds the frame into the Python frame. */
+/* Reads target bytes for pytramp_at, under the capture's fault guard;
+ * refuses what crosses a page (a trampoline never does: pytramp.h), so
+ * that no read near an arena's start can touch an unmapped page. */
+static int tramp_read(void *ctx, uint64_t addr, uint8_t *buf, unsigned n)
+{
+	(void)ctx;
+	if (!n || (addr >> 12) != ((addr + n - 1) >> 12))
+		return -1;
+	for (unsigned i = 0; i < n; i++)
+		buf[i] = *(volatile const uint8_t *)(uintptr_t)(addr + i);
+	return 0;
+}
+
+/* CPython 3.12+'s perf trampolines (-X perf, -X perf_jit: pytramp.h),
+ * copied into anonymous memory with no unwind information. A return
+ * address just past the trampoline's call, in no object, is one: its
+ * frame is 16 bytes with the return address on top (and the caller's
+ * %rbp under it, 3.14+), every other register untouched. Recognized by
+ * its bytes, so stacks under -X perf reach past the first Python call;
+ * the CLI folds the frame into the Python frame. */
 static const struct cfi_rules *cpython_trampoline(uint64_t ra, struct cfi_rules *out)
 {
-	/* Bytes ra-6 .. ra+5: 48 83 ec 08 ff d1 | 48 83 c4 08 c3 */
-	if (load(ra - 6) != 0x8348d1ff08ec8348ull || load(ra - 3) != 0xc308c48348d1ff08ull)
+	const struct pytramp_shape *t = pytramp_at(ra, tramp_read, NULL);
+	if (!t)
 		return NULL;
 	memset(out, 0, sizeof(*out)); /* REG_SAME everywhere */
 	out->cfa.kind = CFA_REG;
 	out->cfa.reg = DW_RSP;
-	out->cfa.off = 16;
+	out->cfa.off = PYTRAMP_CFA_OFF;
 	out->r[DW_RA].kind = REG_AT_CFA;
 	out->r[DW_RA].off = -8;
+	if (t->saves_bp) {
+		out->r[DW_RBP].kind = REG_AT_CFA;
+		out->r[DW_RBP].off = -16;
+	}
 	return out;
 }
 
