@@ -105,15 +105,21 @@ struct tslot {
 	timer_t timer;
 	int has_timer;
 	/* The descriptor number the overflow signal names (si_fd): the
-	 * opener's. For a slot the helper registered (scan.c) the helper
-	 * opened the events; the handler takes a copy at its first sample
-	 * and the helper then lets go of its own (helper_fd), so that only
-	 * the profiled process holds a thread's event: closing it (exit,
-	 * exec, a fork child closing every descriptor) ends it. */
+	 * opener's. The helper opens the task-clock event of every thread
+	 * (helper_trigger) and holds it (helper_fd) until the writer retires
+	 * the slot or the stream ends; events are removed on exec. For a
+	 * slot the helper registered (scan.c) with -e counters, the handler
+	 * takes a copy of the leader at its first sample (trigger_fd) and
+	 * the helper then lets go of its own. */
 	int sig_fd;
 	int helper_fd;
 	int helper_counter_fd[EVENTS_MAX];
 	_Atomic int fd_taken;        /* the handler has its copy of helper_fd */
+	/* The helper opens this thread's perf event (cpu mode): asked for
+	 * by the thread when it registers, done by the helper's link
+	 * thread; the thread itself then holds no descriptor. */
+	_Atomic int helper_trigger;
+	int trigger_failed;          /* helper: the open failed, not retried */
 	int stat_fd;                 /* helper: /proc/PID/task/TID/stat (wall mode) */
 	_Atomic int wall_pending;    /* the wall sampler sent us a signal */
 
@@ -246,6 +252,19 @@ struct agent_state {
 	uint8_t *code_seen;          /* CODE_SEEN_SIZE bytes */
 	struct graveyard *grave;
 	struct outvar outvar;
+
+	/* The link between the profiled process and its helper (link.h):
+	 * futex words in this shared region, so the process holds no
+	 * descriptor for it. The process sets request bits, then takes a
+	 * ticket (link_seq + 1) and wakes the helper, which waits on
+	 * link_seq; the helper serves every pending bit, then publishes the
+	 * last ticket it saw in link_done and wakes the waiters there. */
+	_Atomic uint32_t link_seq;
+	_Atomic uint32_t link_req;   /* LINK_REQ_* bits */
+	_Atomic uint32_t link_done;
+	_Atomic uint32_t link_reason; /* LINK_REQ_FINISH: enum process_end_reason */
+	_Atomic uint64_t link_grow;  /* LINK_REQ_GROW: the region's wanted size */
+	_Atomic uint32_t link_gone;  /* the helper left (or never got going): nothing waits for it */
 };
 
 enum layout_state { LAYOUT_OK = 0, LAYOUT_PENDING = 1, LAYOUT_BAD = 2 };

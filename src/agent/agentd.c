@@ -2,17 +2,20 @@
  * agentd.c — strata-agentd: the helper process of one profiled process.
  *
  * Started by the profiled process (link.c) with, at fixed descriptor
- * numbers, the shared region, its end of the socket pair, the target's
- * /proc/PID/mem and the control socket; arguments: the target's pid, and
+ * numbers, the shared region, the target's /proc/PID/mem and the control
+ * socket; arguments: the target's pid, and
  * the region's address and size. It maps the region where the target has
  * it, loads the reader of the target's interpreter version, and runs the
  * writer, the control channel and (wall mode) the sampler in threads of
  * its own, while its main thread watches the target:
  *
- *   - a message on the link: a poke (wake the writer), a thread's event
- *     descriptors, or FINISH: drain, end the stream, answer, leave;
- *   - the link closed with the target alive: it exec'd (the link is
- *     close-on-exec) without the exec wrapper knowing: end the stream;
+ *   - requests on the link (link.h; futex words in the shared region),
+ *     served by a thread of their own: a poke (wake the writer), the
+ *     perf events of new threads to open, the region to grow, or FINISH:
+ *     drain, end the stream, answer, leave;
+ *   - the target's old address space gone (its /proc/PID/mem descriptor
+ *     reads nothing) with the target alive: it exec'd without the exec
+ *     wrapper knowing: end the stream;
  *   - the target's pidfd readable: it died (a signal, a crash, SIGKILL):
  *     the rings are still here, so everything it sampled is written, and
  *     the stream is ended.
@@ -26,6 +29,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,11 +62,14 @@ const struct strata_pyreader *agentd_reader;
 static struct {
 	int pidfd;
 	int term[2];
+	int quit[2];                 /* the link thread finished on request */
+	pthread_mutex_t finish_lock;
+	int finished;
 	int debug;
 	char ctl_path[256];
 	struct stat ctl_st;
 	int ctl_ok;
-} D = { .pidfd = -1, .term = { -1, -1 } };
+} D = { .pidfd = -1, .term = { -1, -1 }, .quit = { -1, -1 }, .finish_lock = PTHREAD_MUTEX_INITIALIZER };
 
 int agentd_target_pidfd(void) { return D.pidfd; }
 
@@ -241,61 +249,93 @@ static void finish(int reason)
 		unlink_ctl();
 }
 
-/* One message from the target; returns 1 when the helper should leave. */
-static int handle_link(int fd)
+/* The stream ends once, whoever sees the end first (the link thread on
+ * FINISH, the main thread on death, exec or SIGTERM). A FINISH the target
+ * posted just before it died keeps its reason. ticket: the request served
+ * (published to the waiting target), 0 for none. */
+static void finish_once(int reason, uint32_t ticket)
 {
-	struct link_msg m;
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * EVENTS_MAX)];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	ssize_t r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (r < 0)
-		return errno == EAGAIN || errno == EINTR ? 0 : -1;
-	if (r == 0)
-		return -1; /* closed */
-	int fds[EVENTS_MAX], nfds = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			for (int i = 0; i < k; i++) {
-				int f;
-				memcpy(&f, CMSG_DATA(c) + (size_t)i * sizeof(int), sizeof(int));
-				if (nfds < EVENTS_MAX)
-					fds[nfds++] = f;
-				else
-					close(f);
-			}
+	pthread_mutex_lock(&D.finish_lock);
+	if (!D.finished) {
+		if (!ticket && (atomic_load(&agent.link_req) & LINK_REQ_FINISH))
+			reason = (int)atomic_load(&agent.link_reason);
+		D.finished = 1;
+		finish(reason);
+	}
+	if (ticket) {
+		atomic_store(&agent.link_done, ticket);
+		link_futex_wake(&agent.link_done, INT_MAX);
+	}
+	pthread_mutex_unlock(&D.finish_lock);
+}
+
+/* Opens the perf events of threads that asked for one (cpu mode: the
+ * thread then holds no descriptor; the event signals it all the same,
+ * F_SETOWN_EX names the thread, not a process). */
+static void open_triggers(void)
+{
+	if (agent.trigger != TRIGGER_PERF_TASK_CLOCK || atomic_load(&agent.stopping))
+		return;
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		if (!atomic_load(&s->helper_trigger) || atomic_load(&s->exited) || s->helper_fd >= 0 ||
+		    s->trigger_failed)
+			continue;
+		if (trigger_open(s, s->tid) == 0 && s->trigger_fd >= 0) {
+			s->helper_fd = s->trigger_fd;
+			s->trigger_fd = -1;
+		} else {
+			s->trigger_failed = 1;
 		}
-	if (r != (ssize_t)sizeof(m)) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return 0;
 	}
-	switch (m.type) {
-	case LINK_POKE:
-		writer_poke();
-		break;
-	case LINK_FINISH: {
-		finish((int)m.arg);
-		struct link_msg ack = { .type = LINK_ACK };
-		ssize_t w = send(fd, &ack, sizeof(ack), MSG_NOSIGNAL);
-		(void)w;
-		return 1;
+	reg_unlock();
+}
+
+/* Serves the target's requests (link.h). */
+static void *link_thread(void *p)
+{
+	(void)p;
+	int first = 1;
+	uint32_t seen = 0;
+	for (;;) {
+		uint32_t t = atomic_load(&agent.link_seq);
+		if (!first && t == seen) {
+			link_futex_wait(&agent.link_seq, t, NULL);
+			continue;
+		}
+		first = 0;
+		seen = t;
+		uint32_t bits = atomic_exchange(&agent.link_req, 0);
+		if (bits & LINK_REQ_GROW)
+			shm_grow(atomic_load(&agent.link_grow));
+		open_triggers();
+		if (bits & LINK_REQ_POKE)
+			writer_poke();
+		if (bits & LINK_REQ_FINISH) {
+			finish_once((int)atomic_load(&agent.link_reason), t);
+			char c = 1;
+			ssize_t w = write(D.quit[1], &c, 1);
+			(void)w;
+			return NULL;
+		}
+		atomic_store(&agent.link_done, t);
+		link_futex_wake(&agent.link_done, INT_MAX);
 	}
-	default:
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		break;
-	}
-	return 0;
+}
+
+/* Whether the target's address space we were started in is gone: the
+ * /proc/PID/mem descriptor reads nothing once the target exec'd (or is
+ * dying). */
+static int target_mm_gone(void)
+{
+	uint64_t v;
+	return pread(AGENTD_FD_MEM, &v, sizeof(v), (off_t)shm_addr()) != (ssize_t)sizeof(v);
 }
 
 /* Whether the target still runs, waiting up to ms for it to end: a
- * process closes its descriptors (our link) a moment before it becomes a
- * zombie, so a closed link alone does not tell a death from an exec. */
+ * process gives up its address space a moment before it becomes a
+ * zombie, so the address space alone does not tell a death from an
+ * exec. */
 static int target_alive(int ms)
 {
 	if (D.pidfd >= 0) {
@@ -313,6 +353,14 @@ static int target_alive(int ms)
 			return 1;
 		usleep(10000);
 	}
+}
+
+/* However the helper leaves (done, or unable to start), the target
+ * stops waiting for it. */
+static void leaving(void)
+{
+	atomic_store(&agent.link_gone, 1);
+	link_futex_wake(&agent.link_done, INT_MAX);
 }
 
 int main(int argc, char **argv)
@@ -333,7 +381,7 @@ int main(int argc, char **argv)
 	int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2, SIGPROF, SIGALRM };
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		sigaction(ignored[i], &ign, NULL);
-	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK))
+	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK) || pipe2(D.quit, O_CLOEXEC | O_NONBLOCK))
 		return 1;
 	struct sigaction st;
 	memset(&st, 0, sizeof(st));
@@ -349,13 +397,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fcntl(AGENTD_FD_SHM, F_SETFD, FD_CLOEXEC);
-	fcntl(AGENTD_FD_LINK, F_SETFD, FD_CLOEXEC);
 	fcntl(AGENTD_FD_MEM, F_SETFD, FD_CLOEXEC);
 	fcntl(AGENTD_FD_CTL, F_SETFD, FD_CLOEXEC);
 	struct agent_state *s = shm_root();
 	if (!s || s->pid != pid)
 		return 1;
 	agentp = s;
+	atexit(leaving);
 	remote_init(pid, AGENTD_FD_MEM);
 	D.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	dbg("started for process %d", (int)pid);
@@ -403,47 +451,36 @@ int main(int argc, char **argv)
 		control_start(AGENTD_FD_CTL, D.ctl_ok ? D.ctl_path : "");
 	}
 
+	pthread_t lt;
+	if (pthread_create(&lt, NULL, link_thread, NULL)) {
+		agent_log("cannot start the helper's link thread: process %d is not profiled", (int)pid);
+		finish_once(END_DETACH, 0);
+		return 1;
+	}
+
 	for (;;) {
 		struct pollfd pf[3] = {
-			{ AGENTD_FD_LINK, POLLIN, 0 },
+			{ D.quit[0], POLLIN, 0 },
 			{ D.pidfd, POLLIN, 0 },
 			{ D.term[0], POLLIN, 0 },
 		};
-		int r = poll(pf, 3, D.pidfd >= 0 ? -1 : 200);
+		/* An exec the wrapper did not see is found by looking: often
+		 * while sampling, now and then while not. */
+		int r = poll(pf, 3, atomic_load(&agent.sampling) ? 100 : 500);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			int h = handle_link(AGENTD_FD_LINK);
-			if (h > 0)
-				break;
-			if (h < 0) {
-				/* The link is closed: the target died, or exec'd a
-				 * program without our wrapper knowing. */
-				finish(target_alive(1000) ? END_EXEC : death_reason());
-				break;
-			}
-			continue;
-		}
+		if (pf[0].revents & POLLIN)
+			break; /* finished on the target's request */
 		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
-			/* Messages sent before it died come first (it may
-			 * have asked to finish just before). */
-			int finished = 0;
-			for (;;) {
-				struct pollfd q = { AGENTD_FD_LINK, POLLIN, 0 };
-				if (poll(&q, 1, 0) <= 0)
-					break;
-				int h = handle_link(AGENTD_FD_LINK);
-				if (h) {
-					finished = h > 0;
-					break;
-				}
-			}
-			if (!finished)
-				finish(death_reason());
+			finish_once(death_reason(), 0);
 			break;
 		}
 		if (pf[2].revents & POLLIN) {
-			finish(END_DETACH);
+			finish_once(END_DETACH, 0);
+			break;
+		}
+		if (r == 0 && target_mm_gone()) {
+			finish_once(target_alive(1000) ? END_EXEC : death_reason(), 0);
 			break;
 		}
 	}

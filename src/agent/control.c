@@ -130,9 +130,10 @@ static void set_trigger(struct tslot *s, int on)
 		uint64_t period = agent.cfg.period_ns;
 		ioctl(fd, PERF_EVENT_IOC_PERIOD, &period);
 	}
-	/* A thread's own events re-arm one overflow at a time (REFRESH);
-	 * off, the handler also stops re-arming by itself. */
-	trigger_fd_enable(fd, on, !s->external);
+	/* Events the thread holds re-arm one overflow at a time (REFRESH);
+	 * off, the handler also stops re-arming by itself. Those the helper
+	 * holds (cpu mode, scanned threads) run freely. */
+	trigger_fd_enable(fd, on, !tmp ? 0 : !s->external);
 	if (tmp)
 		close(fd);
 }

@@ -44,21 +44,9 @@
 #endif
 
 static struct {
-	int fd;        /* our end of the socket pair */
-	dev_t dev;     /* ... which the program may have closed (a fork */
-	ino_t ino;     /* child before exec closes all): checked before use */
-	int pidfd;     /* the helper */
-	pid_t pid;
+	pid_t pid;     /* the helper */
 	int up;
-} L = { .fd = -1, .pidfd = -1 };
-
-/* Whether L.fd still is our socket: never write into a descriptor the
- * program reused. */
-static int link_ok(void)
-{
-	struct stat st;
-	return L.fd >= 0 && L.up && fstat(L.fd, &st) == 0 && st.st_ino == L.ino && st.st_dev == L.dev;
-}
+} L;
 
 extern char **environ;
 
@@ -77,7 +65,7 @@ struct spawn_args {
 	const char *path;
 	char **argv;
 	char **envp;
-	int src[4];      /* shm, link, mem, ctl: moved to 3..6 */
+	int src[3];      /* shm, mem, ctl: moved to 3..5 */
 	int nullfd;
 	char *stack2;    /* top of the helper's stack */
 	volatile int err;
@@ -91,13 +79,13 @@ static int spawn_child(void *p)
 	struct spawn_args *a = p;
 	for (int i = 0; i < 3; i++)
 		syscall(SYS_dup2, a->nullfd, i);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 3; i++)
 		if (a->src[i] >= 0)
 			syscall(SYS_dup2, a->src[i], 3 + i);
 		else
 			syscall(SYS_close, 3 + i);
-	if (syscall(SYS_close_range, 7u, ~0u, 0u) != 0)
-		for (long fd = 7; fd < 65536; fd++)
+	if (syscall(SYS_close_range, 6u, ~0u, 0u) != 0)
+		for (long fd = 6; fd < 65536; fd++)
 			syscall(SYS_close, fd);
 	syscall(SYS_setsid);
 	syscall(SYS_chdir, "/");
@@ -135,13 +123,6 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the agent's helper %s: %s", path, strerror(errno));
 		return -1;
 	}
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
-		snprintf(err, errlen, "cannot start the agent's helper: socketpair: %s", strerror(errno));
-		return -1;
-	}
-	sv[0] = high_fd(sv[0]);
-	sv[1] = high_fd(sv[1]);
 	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
 	if (mem < 0)
 		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
@@ -149,8 +130,6 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	if (mem < 0 || nullfd < 0) {
 		snprintf(err, errlen, "cannot start the agent's helper: %s: %s", mem < 0 ? "/proc/self/mem" : "/dev/null",
 			 strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
 		if (mem >= 0)
 			close(mem);
 		if (nullfd >= 0)
@@ -175,7 +154,13 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		}
 	envp[ne] = NULL;
 
-	struct spawn_args a = { path, argv, envp, { shm_fd(), sv[1], mem, ctl_fd }, nullfd, NULL, 0, -1 };
+	/* A new helper starts with no request pending (after a failed exec
+	 * the last one may have left without serving everything). */
+	atomic_store(&agent.link_req, 0);
+	atomic_store(&agent.link_done, atomic_load(&agent.link_seq));
+	atomic_store(&agent.link_grow, 0);
+	atomic_store(&agent.link_gone, 0);
+	struct spawn_args a = { path, argv, envp, { shm_fd(), mem, ctl_fd }, nullfd, NULL, 0, -1 };
 	size_t stack_len = 64 * 1024;
 	char *stack = mmap(NULL, 2 * stack_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	pid_t mid = -1;
@@ -198,44 +183,22 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		errno = ce;
 	}
 	int e = errno;
-	close(sv[1]);
 	close(mem);
 	close(nullfd);
 	pid_t pid = a.helper;
 	if (mid < 0 || pid <= 0 || a.err) {
 		snprintf(err, errlen, "cannot start the agent's helper %s: %s", path, strerror(a.err ? a.err : e));
-		close(sv[0]);
 		errno = saved;
 		return -1;
 	}
 	errno = saved;
-	L.fd = sv[0];
-	struct stat lst;
-	if (fstat(L.fd, &lst) == 0) {
-		L.dev = lst.st_dev;
-		L.ino = lst.st_ino;
-	}
 	L.pid = pid;
-	L.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	L.pidfd = high_fd(L.pidfd);
-	if (L.pidfd >= 0)
-		fcntl(L.pidfd, F_SETFD, FD_CLOEXEC);
 	L.up = 1;
 	atomic_store(&agent.helper_pid, pid);
+	/* The helper has the region now: it alone holds a descriptor for
+	 * it, and grows it when asked (shm.c). */
+	shm_close_fd(link_grow);
 	return 0;
-}
-
-void link_poke(void)
-{
-	int e = errno;
-	if (!link_ok()) {
-		errno = e;
-		return;
-	}
-	struct link_msg m = { .type = LINK_POKE };
-	ssize_t r = send(L.fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
-	(void)r;
-	errno = e;
 }
 
 static int64_t now_ms(void)
@@ -245,60 +208,120 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int link_finish(int reason, int timeout_ms)
+/* Posts the request bits and wakes the helper; returns the ticket the
+ * helper publishes in link_done once it has served them.
+ * Async-signal-safe. */
+static uint32_t post(uint32_t bits)
 {
-	int e = errno;
-	if (!link_ok()) {
-		L.up = 0;
-		errno = e;
-		return -1;
-	}
-	L.up = 0;
-	struct link_msg m = { .type = LINK_FINISH, .arg = (uint32_t)reason };
+	atomic_fetch_or(&agent.link_req, bits);
+	uint32_t t = atomic_fetch_add(&agent.link_seq, 1) + 1;
+	link_futex_wake(&agent.link_seq, 1);
+	return t;
+}
+
+/* Waits until the helper served ticket t, at most timeout_ms. A helper
+ * that is gone (it crashed, or was killed) takes the link down: nothing
+ * waits for it again. Async-signal-safe. */
+static int wait_done(uint32_t t, int timeout_ms)
+{
 	int64_t end = now_ms() + timeout_ms;
-	int rc = -1;
-	ssize_t r;
-	do
-		r = send(L.fd, &m, sizeof(m), MSG_NOSIGNAL);
-	while (r < 0 && errno == EINTR);
-	while (r == (ssize_t)sizeof(m)) {
-		int64_t left = end - now_ms();
-		if (left <= 0)
-			break;
-		struct pollfd pf = { L.fd, POLLIN, 0 };
-		int pr = poll(&pf, 1, (int)left);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr <= 0)
-			break;
-		struct link_msg in;
-		ssize_t n = recv(L.fd, &in, sizeof(in), MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n != (ssize_t)sizeof(in))
-			break; /* the helper is gone */
-		if (in.type == LINK_ACK) {
-			rc = 0;
-			break;
+	for (;;) {
+		uint32_t d = atomic_load(&agent.link_done);
+		if ((int32_t)(d - t) >= 0)
+			return 0;
+		if (atomic_load(&agent.link_gone)) {
+			L.up = 0;
+			return -1;
 		}
+		int64_t left = end - now_ms();
+		if (left <= 0 || (kill(L.pid, 0) != 0 && errno == ESRCH)) {
+			L.up = 0;
+			return -1;
+		}
+		if (left > 100)
+			left = 100;
+		struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
+		link_futex_wait(&agent.link_done, d, &ts);
 	}
+}
+
+void link_poke(void)
+{
+	if (!L.up)
+		return;
+	int e = errno;
+	post(LINK_REQ_POKE);
+	errno = e;
+}
+
+int link_grow(uint64_t want)
+{
+	if (!L.up)
+		return -1;
+	int e = errno;
+	uint64_t cur = atomic_load(&agent.link_grow);
+	while (cur < want && !atomic_compare_exchange_weak(&agent.link_grow, &cur, want))
+		;
+	int rc = wait_done(post(LINK_REQ_GROW), 5000);
 	errno = e;
 	return rc;
 }
 
-int link_helper_pidfd(void) { return L.pidfd; }
+int link_triggers(void)
+{
+	if (!L.up)
+		return -1;
+	int e = errno;
+	int rc = wait_done(post(LINK_REQ_TRIGGERS), 5000);
+	errno = e;
+	return rc;
+}
+
+/* Before an exec: a descriptor for the region again, from the helper's
+ * (/proc/PID/fd: read access to our own helper is enough, no ptrace
+ * attach), close-on-exec and above 511. The exec closes it; if the exec
+ * fails, the next helper is handed it (agent_resume). Async-signal-safe
+ * (exec may be called from a handler): no snprintf. */
+static void keep_region(void)
+{
+	char path[64] = "/proc/";
+	size_t n = strlen(path);
+	char digits[16];
+	int nd = 0;
+	for (unsigned v = (unsigned)L.pid; v && nd < 15; v /= 10)
+		digits[nd++] = (char)('0' + v % 10);
+	while (nd)
+		path[n++] = digits[--nd];
+	path[n++] = '/';
+	path[n++] = 'f';
+	path[n++] = 'd';
+	path[n++] = '/';
+	path[n++] = (char)('0' + AGENTD_FD_SHM);
+	path[n] = 0;
+	int fd = high_fd(open(path, O_RDWR | O_CLOEXEC));
+	if (fd >= 0 && shm_adopt_fd(fd))
+		close(fd);
+}
+
+int link_finish(int reason, int timeout_ms)
+{
+	if (!L.up)
+		return -1;
+	int e = errno;
+	if (reason == END_EXEC && shm_fd() < 0)
+		keep_region();
+	atomic_store(&agent.link_reason, (uint32_t)reason);
+	int rc = wait_done(post(LINK_REQ_FINISH), timeout_ms);
+	L.up = 0;
+	errno = e;
+	return rc;
+}
 
 int link_up(void) { return L.up; }
 
 void link_forget(void)
 {
-	/* Ours are copies of the parent's: closing them leaves the parent's
-	 * link alone. */
-	if (L.fd >= 0)
-		close(L.fd);
-	if (L.pidfd >= 0)
-		close(L.pidfd);
-	L.fd = L.pidfd = -1;
+	/* The parent's helper is the parent's; nothing of it is held here. */
 	L.pid = 0;
 	L.up = 0;
 }

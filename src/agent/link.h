@@ -9,42 +9,58 @@
  * the program's descriptors: a pipe the program closes reads EOF at the
  * other end as it would without the agent.
  *
- * It inherits, at fixed numbers: the shared region (shm.h), one end of a
- * socket pair (messages below), a /proc/self/mem descriptor opened by the
- * profiled process (the helper reads and writes the target's memory with
- * it, with the target's own permission), and the control socket the
- * profiled process bound and listens on (so a client's SO_PEERCRED names
- * the profiled process).
+ * It inherits, at fixed numbers: the shared region (shm.h), a
+ * /proc/self/mem descriptor opened by the profiled process (the helper
+ * reads and writes the target's memory with it, with the target's own
+ * permission), and the control socket the profiled process bound and
+ * listens on (so a client's SO_PEERCRED names the profiled process). The
+ * profiled process closes its own copies once the helper runs: while the
+ * program runs, the agent holds no descriptor in it (docs/agent.md).
  *
- * Messages, target -> helper: POKE (wake the writer now; from the signal
- * handler too), FINISH (end the stream now, for exit, _exit or exec: the
- * helper drains the rings, writes the end and answers ACK). The helper also finishes on its own when the target dies
- * or execs without saying so, so a killed process still leaves a complete
- * profile.
+ * Requests, target -> helper, are bits in the shared state (agent.h:
+ * link_seq, link_req, link_done), futex words on the shared mapping: POKE
+ * (wake the writer now; from the signal handler too), TRIGGERS (open the
+ * perf events of threads that asked for one), GROW (extend the region:
+ * only the helper holds its descriptor), FINISH (end the stream now, for
+ * exit, _exit or exec: the helper drains the rings, writes the end and
+ * publishes the ticket). The helper also finishes on its own when the
+ * target dies (its pidfd) or execs without saying so (its /proc/PID/mem
+ * descriptor reads nothing once the old address space is gone), so a
+ * killed process still leaves a complete profile.
  */
 #ifndef STRATA_LINK_H
 #define STRATA_LINK_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
-enum link_type {
-	LINK_POKE = 1,
-	LINK_FINISH = 3, /* arg = enum process_end_reason */
-	LINK_ACK = 4,
+enum link_req {
+	LINK_REQ_POKE = 1,
+	LINK_REQ_TRIGGERS = 2,
+	LINK_REQ_GROW = 4,
+	LINK_REQ_FINISH = 8,
 };
 
-struct link_msg {
-	uint32_t type;
-	uint32_t arg;
-	uint64_t a;
-};
+/* Futexes on the shared mapping: not FUTEX_PRIVATE_FLAG, the two
+ * processes wait and wake on the same memfd page. Async-signal-safe. */
+static inline long link_futex_wait(_Atomic uint32_t *w, uint32_t v, const struct timespec *rel)
+{
+	return syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, v, rel, NULL, 0);
+}
+
+static inline void link_futex_wake(_Atomic uint32_t *w, int n)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, n, NULL, NULL, 0);
+}
 
 /* Descriptor numbers in the helper. */
 #define AGENTD_FD_SHM 3
-#define AGENTD_FD_LINK 4
-#define AGENTD_FD_MEM 5
-#define AGENTD_FD_CTL 6
+#define AGENTD_FD_MEM 4
+#define AGENTD_FD_CTL 5
 
 #define AGENTD_NAME "strata-agentd"
 
@@ -58,8 +74,12 @@ void link_poke(void);
 /* Async-signal-safe: asks the helper to end the stream (reason) and waits
  * for its answer, at most timeout_ms. Returns 0 when answered. */
 int link_finish(int reason, int timeout_ms);
-/* The helper's process, as a pidfd (for pidfd_getfd), or -1. */
-int link_helper_pidfd(void);
+/* Asks the helper to open the perf events of the threads that want one
+ * (tslot.helper_trigger), and waits for it (bounded). */
+int link_triggers(void);
+/* shm.c's grower once the region's descriptor is the helper's alone: asks
+ * the helper to extend the region to `want` bytes, and waits. */
+int link_grow(uint64_t want);
 /* In a fork child: the parent's link is the parent's. */
 void link_forget(void);
 /* Whether a helper was started and has not been told to finish. */

@@ -10,6 +10,7 @@
  * --native, reads the -e counters, and commits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <string.h>
@@ -24,6 +25,9 @@
 
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
 #endif
 
 /* Names a sample without Python frames: the interpreter starting or
@@ -151,16 +155,27 @@ static uint32_t read_counters(struct tslot *s, uint64_t *out)
 	return s->ncounters;
 }
 
-/* A thread registered by the helper's scan: its events were opened in
- * the helper. Take copies once, so counters can be read here. */
+/* A thread registered by the helper's scan, with -e counters: its events
+ * were opened in the helper. Take a copy of the leader once, so counters
+ * can be read here; the helper's pidfd is open only for that moment, and
+ * the copy goes above the numbers a program uses. Async-signal-safe. */
 static void take_helper_fds(struct tslot *s)
 {
-	int hp = link_helper_pidfd();
+	pid_t helper = atomic_load_explicit(&agent.helper_pid, memory_order_relaxed);
+	int hp = helper > 0 ? (int)syscall(SYS_pidfd_open, helper, 0) : -1;
 	if (hp < 0) {
 		s->trigger_fd = -2;
 		return;
 	}
 	int fd = (int)syscall(SYS_pidfd_getfd, hp, s->helper_fd, 0);
+	close(hp);
+	if (fd >= 0 && fd < 512) {
+		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+		if (hi >= 0) {
+			close(fd);
+			fd = hi;
+		}
+	}
 	/* -2: no copy (ptrace rules forbid it); samples carry no counts, and
 	 * the helper keeps its own. */
 	s->trigger_fd = fd >= 0 ? fd : -2;
@@ -232,7 +247,7 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		errno = saved_errno;
 		return ours;
 	}
-	if (s->external && s->trigger_fd == -1 && s->helper_fd >= 0)
+	if (s->external && s->ncounters && s->trigger_fd == -1 && s->helper_fd >= 0)
 		take_helper_fds(s);
 	if (!s->in_handler) {
 		s->in_handler = 1;

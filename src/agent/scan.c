@@ -4,8 +4,8 @@
  * the helper's writer scans /proc/PID/task every 100 ms, registers each
  * thread it does not know (a slot made here, its perf events opened here
  * on the target's thread and signalling it), and retires those that are
- * gone. The handler finds such a slot by tid (slots.c) and takes copies
- * of the events at its first sample (sampler.c). A POSIX-timer trigger
+ * gone. The handler finds such a slot by tid (slots.c); with -e counters
+ * it takes a copy of the group leader at its first sample (sampler.c). A POSIX-timer trigger
  * cannot be made for another process's thread: with perf events
  * unavailable, only threads running at load (registered by the target
  * itself) and threads the Python module's thread hook registers are
@@ -64,8 +64,9 @@ static void register_external(pid_t tid, unsigned long long start, uint32_t gen)
 	s->proc_start = start;
 	s->scan_gen = gen;
 	slot_link(s);
-	/* Opened here: these are our descriptors. The target's handler
-	 * takes copies of them (the overflow signal names ours, sig_fd). */
+	/* Opened here: these are our descriptors (the overflow signal
+	 * names ours, sig_fd). With -e the target's handler takes a copy of
+	 * the leader to read counts. */
 	if (trigger_open(s, tid) == 0 && s->trigger_fd >= 0) {
 		s->helper_fd = s->trigger_fd;
 		for (int i = 1; i < EVENTS_MAX; i++) {
@@ -76,8 +77,8 @@ static void register_external(pid_t tid, unsigned long long start, uint32_t gen)
 	}
 }
 
-/* Lets go of the events of threads that took their copies: the profiled
- * process alone keeps them alive from then on. */
+/* Lets go of the events of threads that took their copies (-e): the
+ * profiled process alone keeps them alive from then on. */
 static void drop_taken(void)
 {
 	for (struct tslot *s = agent.slots; s; s = s->next)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ static struct {
 	int fd;
 	uint8_t *base;
 	uint64_t max;
+	int (*grow)(uint64_t want); /* without fd: the helper grows the file */
 } S = { .fd = -1 };
 
 static struct shm_header *H(void) { return (struct shm_header *)S.base; }
@@ -136,7 +138,7 @@ int shm_replace(void)
 {
 	if (!S.base)
 		return -1;
-	int fd = (int)syscall(SYS_memfd_create, "strata-agent", 1u);
+	int fd = memfd();
 	if (fd < 0)
 		return -1;
 	/* MAP_FIXED replaces the parent's mapping in one step: no moment
@@ -146,14 +148,10 @@ int shm_replace(void)
 		close(fd);
 		return -1;
 	}
-	/* The parent's descriptor is the parent's. */
-	if (S.fd >= 0 && S.fd != fd) {
-		if (dup3(fd, S.fd, O_CLOEXEC) >= 0) {
-			close(fd);
-			fd = S.fd;
-		}
-	}
+	/* The parent held no descriptor for its region once its helper ran
+	 * (a fork before that, from the agent's own start, cannot happen). */
 	S.fd = fd;
+	S.grow = NULL;
 	return init_header(S.max);
 }
 
@@ -177,6 +175,45 @@ int shm_attach(int fd, uint64_t addr, uint64_t max)
 		errno = EINVAL;
 		return -1;
 	}
+	return 0;
+}
+
+void shm_close_fd(int (*grow)(uint64_t want))
+{
+	if (S.fd >= 0)
+		close(S.fd);
+	S.fd = -1;
+	S.grow = grow;
+}
+
+static void lock(void);
+static void unlock(void);
+
+int shm_grow(uint64_t want)
+{
+	if (!S.base || S.fd < 0)
+		return -1;
+	want = (want + GROW_STEP - 1) & ~(uint64_t)(GROW_STEP - 1);
+	if (want > S.max)
+		want = S.max;
+	int rc = 0;
+	lock();
+	if (want > H()->size) {
+		if (ftruncate(S.fd, (off_t)want))
+			rc = -1;
+		else
+			H()->size = want;
+	}
+	unlock();
+	return rc;
+}
+
+int shm_adopt_fd(int fd)
+{
+	struct stat st;
+	if (S.fd >= 0 || !S.base || fstat(fd, &st) || (uint64_t)st.st_size != H()->size)
+		return -1;
+	S.fd = fd;
 	return 0;
 }
 
@@ -218,6 +255,7 @@ void *shm_alloc(size_t n)
 	if (bsize < n + sizeof(struct tag))
 		return NULL;
 	struct shm_header *h = H();
+again:
 	lock();
 	uint64_t off = h->free[c];
 	struct tag *t;
@@ -238,6 +276,14 @@ void *shm_alloc(size_t n)
 			uint64_t want = (off + bsize + GROW_STEP - 1) & ~(uint64_t)(GROW_STEP - 1);
 			if (want > S.max)
 				want = S.max;
+			if (S.fd < 0) {
+				/* The helper holds the descriptor: it grows the
+				 * file (taking the lock), then we try again. */
+				unlock();
+				if (!S.grow || S.grow(want) || h->size < want)
+					return NULL;
+				goto again;
+			}
 			if (ftruncate(S.fd, (off_t)want)) {
 				unlock();
 				return NULL;

@@ -11,7 +11,9 @@
  *
  * The mapping is reserved once at its maximum size (MAP_NORESERVE); the
  * file grows with ftruncate as allocations need it, so only pages in use
- * cost memory. Allocation is by size class (powers of two from 64 bytes)
+ * cost memory. The profiled process gives up its descriptor once the
+ * helper has one (shm_close_fd); from then on it asks the helper to grow
+ * the file (link.h, GROW). Allocation is by size class (powers of two from 64 bytes)
  * with a free list per class and a bump pointer, under a process-shared
  * robust mutex: either process may die holding it. Never called from a
  * signal handler.
@@ -37,7 +39,19 @@ int shm_replace(void);
 /* The helper: maps the region of descriptor fd at addr. Returns 0 or -1. */
 int shm_attach(int fd, uint64_t addr, uint64_t max);
 
-/* The region's descriptor, address and reserved size. */
+/* The profiled process, once the helper holds the region: closes our
+ * descriptor; allocations that need the file grown call grow(want)
+ * (outside the lock), which returns 0 once the helper has grown it. */
+void shm_close_fd(int (*grow)(uint64_t want));
+/* The profiled process: fd is the region again (a copy of the helper's,
+ * for the next helper after a failed exec). 0, or -1 if it is not. */
+int shm_adopt_fd(int fd);
+/* The helper: grows the file to at least `want` bytes (at most the
+ * reservation), if it is smaller. */
+int shm_grow(uint64_t want);
+
+/* The region's descriptor (-1 in the profiled process once the helper
+ * holds it), address and reserved size. */
 int shm_fd(void);
 uint64_t shm_addr(void);
 uint64_t shm_max(void);

@@ -77,7 +77,15 @@ static struct tslot *register_tid(pid_t tid, const char *name, int external, uns
 		__atomic_store_n(&tls_slot, s, __ATOMIC_SEQ_CST);
 	}
 	slot_link(s);
-	trigger_open(s, tid);
+	if (agent.trigger == TRIGGER_PERF_TASK_CLOCK) {
+		/* The helper opens the event and holds it: the program keeps
+		 * every descriptor number it would have without strata. The
+		 * thread waits (bounded) so it is sampled from its start. */
+		atomic_store(&s->helper_trigger, 1);
+		link_triggers();
+	} else {
+		trigger_open(s, tid);
+	}
 	return s;
 }
 

@@ -16,11 +16,17 @@
  *    sample's weight so totals stay right.
  *  - wall mode: the helper's sampler (wall.c) drives everything.
  *
- * Opened by the thread itself when it registers, or by the helper for a
- * thread found by a scan (perf events can be opened on another process's
- * thread; a POSIX timer cannot). The helper holds copies of every perf
- * descriptor (sent by the profiled process, link.h) to turn sampling on and
- * off and change the rate without disturbing the threads.
+ * Who opens and holds them: the task-clock event, the helper (asked by
+ * the thread when it registers, threads.c; perf events can be opened on
+ * another process's thread, and the overflow signals the thread named by
+ * F_SETOWN_EX whoever holds the descriptor), so the program holds no
+ * descriptor of ours; it runs freely. -e groups, the thread itself (the
+ * handler reads the counts; kept above 511), re-armed one overflow at a
+ * time; for a thread found by a scan the helper opens them and the
+ * handler takes a copy of the leader. POSIX timers, the thread (a timer
+ * cannot be made for another process's thread). The helper turns
+ * sampling on and off and changes the rate through its own descriptors,
+ * or a moment's copy of the thread's (control.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,17 +51,34 @@
  * and exec paths disable the events explicitly (agent.c, agentd.c). */
 static _Atomic int no_remove_on_exec;
 
+/* A descriptor the profiled process keeps (-e events) goes above the
+ * numbers programs use, before anything (F_SETOWN, a group) names it. */
+static long high(long fd)
+{
+	if (fd < 0 || fd >= 512)
+		return fd;
+	int e = errno;
+	int hi = fcntl((int)fd, F_DUPFD_CLOEXEC, 512);
+	if (hi < 0) {
+		errno = e;
+		return fd;
+	}
+	close((int)fd);
+	errno = e;
+	return hi;
+}
+
 static long open_attr(struct perf_event_attr *a, pid_t tid, int group)
 {
 	if (!atomic_load(&no_remove_on_exec)) {
 		a->remove_on_exec = 1;
 		long fd = syscall(SYS_perf_event_open, a, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
 		if (fd >= 0 || errno != EINVAL)
-			return fd;
+			return high(fd);
 		atomic_store(&no_remove_on_exec, 1);
 	}
 	a->remove_on_exec = 0;
-	return syscall(SYS_perf_event_open, a, tid, -1, group, PERF_FLAG_FD_CLOEXEC);
+	return high(syscall(SYS_perf_event_open, a, tid, -1, group, PERF_FLAG_FD_CLOEXEC));
 }
 
 static long perf_open(struct perf_event_attr *a, pid_t tid) { return open_attr(a, tid, -1); }
