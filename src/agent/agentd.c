@@ -332,6 +332,18 @@ static int target_mm_gone(void)
 	return pread(AGENTD_FD_MEM, &v, sizeof(v), (off_t)shm_addr()) != (ssize_t)sizeof(v);
 }
 
+int agentd_target_gone(void) { return target_mm_gone(); }
+
+/* Once our view of its address space is gone: whether the target has
+ * another one (it exec'd; a dying process has none, and its exe link
+ * reads ENOENT). */
+static int target_execd(void)
+{
+	char path[64], exe[512];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
+	return readlink(path, exe, sizeof(exe)) > 0;
+}
+
 /* Whether the target still runs, waiting up to ms for it to end: a
  * process gives up its address space a moment before it becomes a
  * zombie, so the address space alone does not tell a death from an
@@ -480,7 +492,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (r == 0 && target_mm_gone()) {
-			finish_once(target_alive(1000) ? END_EXEC : death_reason(), 0);
+			finish_once(target_execd() || target_alive(1000) ? END_EXEC : death_reason(), 0);
 			break;
 		}
 	}

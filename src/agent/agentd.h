@@ -16,6 +16,10 @@ extern const struct strata_pyreader *agentd_reader;
 
 /* agentd.c: the target's pid as a pidfd (for pidfd_getfd), or -1. */
 int agentd_target_pidfd(void);
+/* Whether the address space the helper was started for is gone (the
+ * target exec'd, or is dying): nothing may be signalled or opened on its
+ * threads any more, they may be another program's. One small read. */
+int agentd_target_gone(void);
 
 /* writer.c */
 int writer_start(void);

@@ -107,6 +107,9 @@ static void retire_external(struct tslot *s)
 void threads_scan(void)
 {
 	static uint32_t gen;
+	/* After an exec the threads listed are the new program's. */
+	if (agentd_target_gone())
+		return;
 	gen++;
 	char dir[64];
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)agent.pid);

@@ -195,6 +195,10 @@ static void *wall_main(void *arg)
 		}
 		if (!atomic_load(&agent.sampling) || atomic_load(&agent.stopping))
 			continue;
+		/* An exec the wrapper did not see (the main thread notices it
+		 * within 100 ms): a SIGPROF would kill the new program. */
+		if (agentd_target_gone())
+			continue;
 		/* Do not fall behind forever if we were descheduled: skip ahead. */
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);

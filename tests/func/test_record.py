@@ -238,7 +238,8 @@ def test_program_sees_only_its_descriptors(python, record, mode):
     r = record(python, "behave_fds.py", opts=MODES[mode] + ["-q"], timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout == plain.stdout
-    assert r.stderr == plain.stderr
+    # 3.12+ warns of the fork with threads running, naming the pid.
+    assert same_output(r.stderr) == same_output(plain.stderr)
     assert profile_whole(r.path)["samples"] > 0
 
 
@@ -270,7 +271,7 @@ def test_event_descriptors_are_the_documented_ones(python, record):
         "start": [1], "in threads": [4], "with threads": [4], "subprocess": [1]}, ours
     assert ours["child"][0] in (1, 2) and ours["child"][1] == 2, ours
     assert 1 <= ours["after fork"][0] <= 4, ours
-    assert r.stderr == plain.stderr
+    assert same_output(r.stderr) == same_output(plain.stderr)
 
 
 @pytest.mark.parametrize("sig", ["TERM", "HUP", "INT", "KILL"])

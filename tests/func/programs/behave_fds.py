@@ -30,8 +30,10 @@ def main():
     stop = threading.Event()
     seen = []
     lock = threading.Lock()
+    started = threading.Barrier(3)
 
     def worker():
+        started.wait()  # every worker runs before any lists
         burn(300000)
         with lock:  # one listing (and its directory descriptor) at a time
             seen.append(fds())
