@@ -580,6 +580,10 @@ void agent_resume(void)
 		atomic_store(&agent.sampling, 1);
 		rearm_own(1);
 	}
+	/* The old helper closed the threads' task-clock events: the new one
+	 * opens them again (enabled if sampling is on). */
+	if (agent.trigger == TRIGGER_PERF_TASK_CLOCK)
+		link_triggers();
 }
 
 /* ---- setting up ------------------------------------------------------------ */

@@ -274,6 +274,23 @@ def test_event_descriptors_are_the_documented_ones(python, record):
     assert same_output(r.stderr) == same_output(plain.stderr)
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_failed_exec_carries_on(python, record, mode):
+    """A failed exec ends the stream and starts a continued one with a new
+    helper (handed the shared region again): the thread that tried is
+    sampled right away, new threads too, and no descriptor is left over."""
+    plain = run_plain(python, "behave_execfail.py")
+    r = record(python, "behave_execfail.py", opts=MODES[mode] + ["-q"], timeout=120)
+    assert r.returncode == plain.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+    assert r.stderr == plain.stderr
+    data = profile_whole(r.path)
+    dump = strata("dump", r.path).stdout
+    assert dump.count("] process pid=") == 2, dump
+    for name in ("before", "after_main", "after_thread"):
+        assert func_row(data, name)["total"] > 0, name
+
+
 @pytest.mark.parametrize("sig", ["TERM", "HUP", "INT", "KILL"])
 def test_killed_by_signal_profile_whole(python, record, sig):
     """A process ended by a signal's default action dies exactly as without

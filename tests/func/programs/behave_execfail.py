@@ -1,0 +1,38 @@
+"""An exec that fails: the program carries on (a new stream, PROC_CONTINUED)
+and its threads, the one that tried included, are sampled again at once;
+the descriptors it sees are its own."""
+import os
+import sys
+import threading
+
+
+def burn(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def before():
+    return burn(1500000)
+
+
+def after_main():
+    return burn(1500000)
+
+
+def after_thread():
+    return burn(1500000)
+
+
+before()
+try:
+    os.execv("/nonexistent/program", ["program"])
+except OSError as e:
+    print("exec failed:", e.errno == 2, flush=True)
+after_main()
+t = threading.Thread(target=after_thread)
+t.start()
+t.join()
+print("fds:", sorted(int(x) for x in os.listdir("/proc/self/fd")), flush=True)
+sys.exit(0)
