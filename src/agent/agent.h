@@ -264,7 +264,10 @@ struct agent_state {
 	_Atomic uint32_t link_done;
 	_Atomic uint32_t link_reason; /* LINK_REQ_FINISH: enum process_end_reason */
 	_Atomic uint64_t link_grow;  /* LINK_REQ_GROW: the region's wanted size */
-	_Atomic uint32_t link_gone;  /* the helper left (or never got going): nothing waits for it */
+	/* The pid of a helper that left (or never got going): nothing
+	 * waits for it. A pid, not a flag: the helper of a stream that
+	 * ended in a failed exec may leave after the next one started. */
+	_Atomic pid_t link_gone;
 };
 
 enum layout_state { LAYOUT_OK = 0, LAYOUT_PENDING = 1, LAYOUT_BAD = 2 };

@@ -36,7 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -371,7 +371,7 @@ static int target_alive(int ms)
  * stops waiting for it. */
 static void leaving(void)
 {
-	atomic_store(&agent.link_gone, 1);
+	atomic_store(&agent.link_gone, getpid());
 	link_futex_wake(&agent.link_done, INT_MAX);
 }
 
@@ -402,6 +402,14 @@ int main(int argc, char **argv)
 	sigset_t none_set;
 	sigemptyset(&none_set);
 	sigprocmask(SIG_SETMASK, &none_set, NULL);
+
+	/* The helper holds every thread's event: as many descriptors as
+	 * the hard limit allows (the program's soft limit was for its own). */
+	struct rlimit nf;
+	if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_cur < nf.rlim_max) {
+		nf.rlim_cur = nf.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nf);
+	}
 
 	if (shm_attach(AGENTD_FD_SHM, addr, max)) {
 		fprintf(stderr, "%s: cannot map the shared region at 0x%llx: %s\n", AGENTD_NAME,

@@ -229,7 +229,7 @@ static int wait_done(uint32_t t, int timeout_ms)
 		uint32_t d = atomic_load(&agent.link_done);
 		if ((int32_t)(d - t) >= 0)
 			return 0;
-		if (atomic_load(&agent.link_gone)) {
+		if (atomic_load(&agent.link_gone) == L.pid) {
 			L.up = 0;
 			return -1;
 		}

@@ -48,6 +48,10 @@
 
 static struct {
 	struct usnap *retired;
+	/* A previous helper's snapshot (after a failed exec): its object
+	 * list lives in that helper's memory, gone; it is replaced, never
+	 * freed (its shared blocks stay readable for handlers still in it). */
+	struct usnap *inherited;
 	struct uobj *objs;
 	uint64_t gen;               /* remote_objects_gen() at the last scan */
 	int scanned;
@@ -439,7 +443,9 @@ static void snap_publish(void)
 	struct usnap *sn = snap_build();
 	if (sn) {
 		struct usnap *old = atomic_exchange(&agent.unwind_cur, sn);
-		if (old) {
+		if (old && old == U.inherited) {
+			U.inherited = NULL;
+		} else if (old) {
 			old->next_retired = U.retired;
 			U.retired = old;
 		}
@@ -580,6 +586,7 @@ void unwind_stream_reset(void)
 int unwind_init(void)
 {
 	U.vdso = agent.vdso;
+	U.inherited = atomic_load(&agent.unwind_cur);
 	U.debug = getenv("STRATA_DEBUG_NATIVE") != NULL;
 	return unwind_poll(NULL) < 0 ? -1 : 0;
 }

@@ -55,10 +55,11 @@ def main():
     pid = os.fork()
     if pid == 0:
         burn(200000)
+        mine = fds()
         t = threading.Thread(target=lambda: seen.append(fds()))
         t.start()
         t.join()
-        print("child:", fds(), "child thread:", seen[-1], flush=True)
+        print("child:", mine, "child thread:", seen[-1], flush=True)
         fd = os.open(os.devnull, os.O_RDONLY)
         print("child open:", fd, flush=True)
         os._exit(0)
