@@ -428,6 +428,10 @@ static int start_helper(char *err, size_t errlen)
 		agent_log("no control channel (%s); strata ctl and attaching will not work for process %d", cerr,
 			  (int)getpid());
 	int rc = link_spawn(ctl, err, errlen);
+	/* Without a helper the process is not profiled: the region's
+	 * descriptor does not stay open either. */
+	if (rc)
+		shm_close_fd(NULL);
 	/* The helper serves the socket now; our copy would only keep it
 	 * open after the helper is gone. */
 	ctlsock_close();
@@ -581,9 +585,10 @@ void agent_resume(void)
 		rearm_own(1);
 	}
 	/* The old helper closed the threads' task-clock events: the new one
-	 * opens them again (enabled if sampling is on). */
-	if (agent.trigger == TRIGGER_PERF_TASK_CLOCK)
-		link_triggers();
+	 * opens them again (enabled if sampling is on). In every mode this
+	 * waits until the new helper serves requests, its wall sampler
+	 * running: the program goes on sampled. */
+	link_triggers();
 }
 
 /* ---- setting up ------------------------------------------------------------ */
