@@ -149,8 +149,7 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) asan
 	$(MAKE) func
-	$(MAKE) cpython-tests
-	$(MAKE) sid-or-skip
+	$(MAKE) -j2 --output-sync=target cpython-tests sid-or-skip
 
 func: all check-pythons
 	scripts/run-func-tests.sh
@@ -181,7 +180,9 @@ check-versions: all
 check-sid:
 	scripts/sidroot.sh check
 
-# make check's part: the tests run once per interpreter (debian-3.14,
+# make check runs these two side by side (both mostly wait: regrtest's
+# timeouts, the root's processes), each one's output printed whole when it
+# ends. The part of check-sid it runs: the tests run once per interpreter (debian-3.14,
 # debian-3.15), where a machine that cannot have the root (no archive, not
 # root) is a skip, said in one line by sidroot.sh. Partial on 3.14/3.15,
 # left out here and named in docs/versions.md: --native (test_native.py:
