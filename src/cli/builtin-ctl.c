@@ -11,6 +11,7 @@
 
 #include "builtin.h"
 #include "../common/ctlproto.h"
+#include "attach.h"
 #include "ctlclient.h"
 
 static const char usage_text[] =
@@ -75,7 +76,14 @@ int cmd_ctl(int argc, char **argv)
 	    !strcmp(cmd, "flush")) {
 		if (argc != 3)
 			die_usage(usage_text);
-		rc = ctl_call(pid, cmd, -1, reply, sizeof(reply), 10000, err, sizeof(err));
+		/* status and start load the agent into a Python process
+		 * started without it (docs/attach.md); the others have
+		 * nothing to do there. */
+		rc = 0;
+		if ((!strcmp(cmd, "status") || !strcmp(cmd, "start")) && attach_ensure_agent(pid, 0, err, sizeof(err)))
+			rc = -1;
+		if (!rc)
+			rc = ctl_call(pid, cmd, -1, reply, sizeof(reply), 10000, err, sizeof(err));
 		if (rc == 0 && !strcmp(cmd, "status"))
 			print_reply(reply);
 		else if (rc == 0 && strcmp(cmd, "flush"))
