@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,17 @@ int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen)
 		return 0;
 	if (!attach_alive(pid) || strstr(err, "permission denied"))
 		return -1;
+	/* Root may load it, but the agent answers only its own user: a
+	 * load that could not be used is not made. */
+	char path[64];
+	struct stat sb;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &sb) == 0 && sb.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "process %d belongs to uid %u, and its agent would answer only that user: run strata as that user "
+			 "(sudo -u '#%u' strata ...)", (int)pid, (unsigned)sb.st_uid, (unsigned)sb.st_uid);
+		return -1;
+	}
 	struct inject_stats st;
 	if (inject_agent(pid, agent_dir(), 3000, &st, err, errlen))
 		return -1;

@@ -23,6 +23,7 @@
 #include "builtin.h"
 #include "ptstop.h"
 #include "pyproc.h"
+#include "stack-native.h"
 #include "../common/format.h"
 #include "../lib/json.h"
 #include "../lib/linetable.h"
@@ -41,6 +42,8 @@ static const char usage_text[] =
 	"options:\n"
 	"  --nonblocking    read the process while it runs: no pause at all, but a\n"
 	"                   thread that is running may show a torn or partial stack\n"
+	"  --native         C/C++ frames too, merged with the Python frames (each\n"
+	"                   eval-loop activation replaced by the Python frames it runs)\n"
 	"  --json           one JSON document (threads, frames outermost first)\n"
 	"  -h, --help       this help\n"
 	"\n"
@@ -66,7 +69,11 @@ struct sthread {
 	uint32_t missing;
 	int fault;              /* the walk failed (a torn read with --nonblocking) */
 	struct strata_pyframe fr[MAX_FRAMES];
+	int npcs, complete;     /* --native: the native stack, leaf first */
+	uint64_t pcs[MAX_FRAMES];
 };
+
+static struct stack_native *SN;
 
 static struct {
 	struct code *codes;
@@ -226,6 +233,18 @@ static void frame_view(struct pyproc *p, const struct strata_pyframe *f, struct 
 	v->line = linetable_line(&c->lt, f->lasti);
 }
 
+/* --native: the thread's merged stack (leaf first) in *out; count. */
+static int merged(struct sthread *t, struct snframe **out)
+{
+	*out = NULL;
+	if (!SN)
+		return 0;
+	*out = calloc((size_t)t->n + 2 * (size_t)t->npcs + 1, sizeof(**out));
+	if (!*out)
+		return 0;
+	return stack_native_merge(SN, t->pcs, t->npcs, t->complete, t->fr, t->n, *out);
+}
+
 static void print_text(struct pyproc *p, struct sthread *th, int n, double pause_ms, int paused)
 {
 	char cmd[512] = "";
@@ -252,19 +271,37 @@ static void print_text(struct pyproc *p, struct sthread *th, int n, double pause
 		       paused && !t->held ? ", could not be paused: read running" : "");
 		if (!t->py) {
 			printf("  (no Python thread state: not running Python)\n");
-			continue;
+			if (!SN)
+				continue;
 		}
 		if (t->fault)
 			printf("  (its stack changed while being read; try again)\n");
-		if (!t->n && !t->fault)
+		if (t->py && !t->n && !t->fault)
 			printf("  (no Python frames)\n");
 		else if (t->n)
 			printf("  Traceback (most recent call last):\n");
 		if (t->missing)
 			printf("  ... %u older frames not shown\n", t->missing);
-		for (int k = t->n - 1; k >= 0; k--) {
+		struct snframe *mf = NULL;
+		int nm = merged(t, &mf);
+		if (SN && nm > 0 && !t->n)
+			printf("  Native stack (most recent call last):\n");
+		for (int k = (SN ? nm : t->n) - 1; k >= 0; k--) {
+			if (SN && !mf[k].python) {
+				const struct snframe *nf = &mf[k];
+				const char *mod = nf->module ? strrchr(nf->module, '/') : NULL;
+				mod = mod ? mod + 1 : nf->module ? nf->module : "?";
+				if (nf->name && nf->file && nf->line)
+					printf("    [native] %s (%s:%u) in %s\n", nf->name, nf->file, nf->line, mod);
+				else if (nf->name)
+					printf("    [native] %s in %s\n", nf->name, mod);
+				else
+					printf("    [native] %#llx in %s+%#llx\n", (unsigned long long)nf->pc, mod,
+					       (unsigned long long)nf->offset);
+				continue;
+			}
 			struct fview v;
-			frame_view(p, &t->fr[k], &v);
+			frame_view(p, &t->fr[SN ? mf[k].py_index : k], &v);
 			if (v.line > 0)
 				printf("    File \"%s\", line %d, in %s\n", v.file, v.line, v.func);
 			else
@@ -274,6 +311,9 @@ static void print_text(struct pyproc *p, struct sthread *th, int n, double pause
 				printf("      %s\n", src);
 			free(src);
 		}
+		if (SN && t->held && !t->complete && nm > 0)
+			printf("    (the native stack could not be unwound further)\n");
+		free(mf);
 	}
 }
 
@@ -320,10 +360,37 @@ static int print_json(struct pyproc *p, struct sthread *th, int n, double pause_
 		json_uint(&j, t->missing);
 		json_key(&j, "frames");
 		json_array_begin(&j);
-		for (int k = t->n - 1; k >= 0; k--) {
+		struct snframe *mf = NULL;
+		int nm = merged(t, &mf);
+		for (int k = (SN ? nm : t->n) - 1; k >= 0; k--) {
+			if (SN && !mf[k].python) {
+				const struct snframe *f = &mf[k];
+				json_object_begin(&j);
+				json_key(&j, "kind");
+				json_string(&j, "native");
+				json_key(&j, "function");
+				json_string(&j, f->name);
+				json_key(&j, "file");
+				json_string(&j, f->file);
+				json_key(&j, "line");
+				if (f->line)
+					json_uint(&j, f->line);
+				else
+					json_null(&j);
+				json_key(&j, "module");
+				json_string(&j, f->module);
+				json_key(&j, "address");
+				json_uint(&j, f->pc);
+				json_object_end(&j);
+				continue;
+			}
 			struct fview v;
-			frame_view(p, &t->fr[k], &v);
+			frame_view(p, &t->fr[SN ? mf[k].py_index : k], &v);
 			json_object_begin(&j);
+			if (SN) {
+				json_key(&j, "kind");
+				json_string(&j, "python");
+			}
 			json_key(&j, "function");
 			json_string(&j, v.func);
 			json_key(&j, "file");
@@ -335,7 +402,12 @@ static int print_json(struct pyproc *p, struct sthread *th, int n, double pause_
 				json_null(&j);
 			json_object_end(&j);
 		}
+		free(mf);
 		json_array_end(&j);
+		if (SN) {
+			json_key(&j, "native_complete");
+			json_bool(&j, t->complete);
+		}
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -348,10 +420,11 @@ int cmd_stack(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "nonblocking", no_argument, 0, 'n' },
 		{ "json", no_argument, 0, 'j' },
+		{ "native", no_argument, 0, 'N' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	int nonblocking = 0, as_json = 0, c;
+	int nonblocking = 0, as_json = 0, native = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -360,6 +433,9 @@ int cmd_stack(int argc, char **argv)
 			break;
 		case 'j':
 			as_json = 1;
+			break;
+		case 'N':
+			native = 1;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -370,6 +446,10 @@ int cmd_stack(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		die_usage(usage_text);
+	if (native && nonblocking) {
+		errorf("--native needs the threads' registers: it cannot be used with --nonblocking");
+		return 2;
+	}
 	uint32_t pid;
 	if (parse_u32(argv[optind], 1, 0x7fffffff, &pid)) {
 		errorf("'%s' is not a process id", argv[optind]);
@@ -413,6 +493,10 @@ int cmd_stack(int argc, char **argv)
 		return 1;
 	}
 
+	if (native && !(SN = stack_native_new(&p))) {
+		errorf("out of memory");
+		return 1;
+	}
 	struct ptstop ps;
 	int paused = 0;
 	memset(&ps, 0, sizeof(ps));
@@ -465,6 +549,8 @@ int cmd_stack(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		struct ptthread *pt = paused ? ptstop_find(&ps, th[i].tid) : NULL;
 		th[i].held = pt && pt->stopped;
+		if (SN && pt && pt->have_regs)
+			th[i].npcs = stack_native_unwind(SN, &pt->regs, th[i].pcs, MAX_FRAMES, &th[i].complete);
 	}
 	double pause_ms = 0;
 	if (paused) {
@@ -483,6 +569,8 @@ int cmd_stack(int argc, char **argv)
 		rc = print_json(&p, th, n, pause_ms, paused) ? 1 : 0;
 	else
 		print_text(&p, th, n, pause_ms, paused);
+	stack_native_free(SN);
+	SN = NULL;
 	pyproc_close(&p);
 	free(th);
 	return rc;

@@ -94,6 +94,32 @@ def test_stack_stuck_in_c(python, tmp_path):
     assert p.returncode == -signal.SIGKILL
 
 
+def test_stack_native(python, tmp_path):
+    """--native: the main thread's innermost frame is the C function it is
+    stuck in (ext.c's hot line), called from the Python line; the eval loop
+    itself is replaced by the Python frames."""
+    p = start_stuck(python, tmp_path)
+    try:
+        r = strata("stack", "--native", "--json", p.pid, timeout=60)
+        assert r.returncode == 0, r.stderr
+        threads = {t["tid"]: t for t in json.loads(r.stdout)["threads"]}
+        fr = threads[p.pid]["frames"]
+        assert fr[-1]["kind"] == "native" and fr[-1]["function"] == "burn_c", fr[-3:]
+        assert Path(fr[-1]["file"]).name == "ext.c" and fr[-1]["line"] == marker_line(NATIVE / "ext.c", "/* HOT */")
+        assert fr[-1]["module"].endswith("strata_native_ext.so")
+        assert fr[-2]["kind"] == "python" and fr[-2]["function"] == "spin", fr[-3:]
+        assert fr[-2]["line"] == marker_line(PROGRAMS / "stuck.py", "# STUCK")
+        assert not any(f["function"] == "_PyEval_EvalFrameDefault" for f in fr), fr
+        r = strata("stack", "--native", p.pid, timeout=60)
+        assert r.returncode == 0 and "[native] burn_c (" in r.stdout, r.stdout
+        r = strata("stack", "--native", "--nonblocking", p.pid)
+        assert r.returncode == 2 and "cannot be used with --nonblocking" in r.stderr, r.stderr
+        assert p.poll() is None
+    finally:
+        out, err = end(p)
+    assert (out, err) == ("", "")
+
+
 SIGPROG = r"""
 import signal, sys, time
 got = 0
