@@ -48,7 +48,9 @@ def test_attach_split(python, tmp_path):
         rep = strata("report", "--json", out)
         assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
         data = json.loads(rep.stdout)
-        assert 300 <= data["samples"] <= 2600, data["samples"]
+        # CPU time over 2 s of wall time on a shared 2-core machine: enough
+        # samples for the ratio, however busy the machine is.
+        assert 150 <= data["samples"] <= 2600, data["samples"]
         heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
         assert 0.68 <= heavy / (heavy + light) <= 0.82, (heavy, light)
         assert str(PROGRAMS / "split.py") in data["command"]
@@ -211,6 +213,27 @@ def test_attach_errors(debian_python, tmp_path):
         assert r.returncode != 0 and "permission denied" in r.stderr, r.stderr
         assert not maps_agent(p.pid)
         assert p.poll() is None
+    finally:
+        p.kill()
+        p.communicate()
+
+
+def test_top_pid_loads_agent(debian_python):
+    """top --pid on a plain process loads the agent and shows the split;
+    Ctrl-C leaves the process running with sampling off."""
+    p = plain(debian_python, PROGRAMS / "split.py", 60)
+    try:
+        time.sleep(0.3)
+        top = subprocess.Popen([str(STRATA), "top", "--pid", str(p.pid), "--no-curses", "-i", "1", "-n", "4"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        top.send_signal(signal.SIGINT)
+        out, err = top.communicate(timeout=30)
+        assert LOADED_RE.search(err), err
+        assert re.search(r"^\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+heavy\s+split.py:10", out, re.M), out
+        assert p.poll() is None
+        st = status(p.pid)
+        assert st["sampling"] == "off" and st["output"] == "", st
     finally:
         p.kill()
         p.communicate()
