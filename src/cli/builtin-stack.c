@@ -254,7 +254,7 @@ static void print_text(struct pyproc *p, struct sthread *th, int n, double pause
 	if (f) {
 		size_t k = fread(cmd, 1, sizeof(cmd) - 1, f);
 		for (size_t i = 0; i + 1 < k; i++)
-			if (!cmd[i])
+			if ((unsigned char)cmd[i] < ' ')
 				cmd[i] = ' ';
 		cmd[k] = 0;
 		fclose(f);

@@ -473,6 +473,13 @@ int inject_agent(pid_t pid, const char *agent_dir, int timeout_ms, struct inject
 		pyproc_close(&in.p);
 		return -1;
 	}
+	char state[64];
+	if (proc_status_field(pid, "State:", state, sizeof(state))[0] == 'T') {
+		snprintf(err, errlen, "process %d is stopped (job control: SIGSTOP or Ctrl-Z): continue it (kill -CONT %d) "
+			 "and try again; nothing was changed in it", (int)pid, (int)pid);
+		pyproc_close(&in.p);
+		return -1;
+	}
 	if (prepare(&in, err, errlen)) {
 		pyproc_close(&in.p);
 		return -1;

@@ -237,3 +237,37 @@ def test_top_pid_loads_agent(debian_python):
     finally:
         p.kill()
         p.communicate()
+
+
+def test_attach_allocating_threads(python, tmp_path):
+    """Threads that allocate all the time (the allocator's locks held at
+    any moment): the load waits for a safe point, and every process ends
+    as it would have (output, exit status 5)."""
+    for i in range(2):
+        p = plain(python, PROGRAMS / "alloc_threads.py", 3)
+        try:
+            time.sleep(0.2 + 0.3 * i)
+            r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / ("a%d.strata" % i), timeout=120)
+            assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+            assert re.search(r"strata: \d+ samples, 1 process, 4 threads, 0 dropped", r.stderr), r.stderr
+        finally:
+            out, err = p.communicate(timeout=120)
+        assert (p.returncode, out, err) == (5, "done\n", ""), (p.returncode, out, err)
+
+
+def test_attach_stopped_process(debian_python, tmp_path):
+    p = plain(debian_python, "-c", "import time; print('up', flush=True); time.sleep(300)")
+    try:
+        assert p.stdout.readline() == "up\n"
+        os.kill(p.pid, signal.SIGSTOP)
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata")
+        assert r.returncode != 0 and "is stopped (job control" in r.stderr, r.stderr
+        assert Path("/proc/%d/status" % p.pid).read_text().count("State:\tT") == 1
+        # strata stack reads it, and leaves it stopped.
+        r = strata("stack", "--json", p.pid)
+        assert r.returncode == 0, r.stderr
+        assert "State:\tT" in Path("/proc/%d/status" % p.pid).read_text()
+        assert not maps_agent(p.pid)
+    finally:
+        p.kill()
+        p.communicate()

@@ -185,6 +185,19 @@ def test_stack_errors(debian_python, tmp_path):
         r = strata("stack", py.pid, env=env)
         assert r.returncode == 1 and "no reader for Python 3." in r.stderr and "make PYTHONS=" in r.stderr, r.stderr
         assert len(r.stderr.splitlines()) == 1
+        # Traced by someone else (a debugger): PTRACE_SEIZE from a helper.
+        tracer = subprocess.Popen([sys.executable, "-c", "import ctypes, sys, time; libc = ctypes.CDLL(None, "
+                                   "use_errno=True); assert libc.ptrace(0x4206, int(sys.argv[1]), 0, 0) == 0; "
+                                   "print('seized', flush=True); time.sleep(60)", str(py.pid)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert tracer.stdout.readline() == "seized\n"
+            r = strata("stack", py.pid)
+            assert r.returncode == 1 and "is another debugger or profiler tracing it?" in r.stderr, r.stderr
+            assert len(r.stderr.splitlines()) == 1
+        finally:
+            tracer.kill()
+            tracer.wait()
         # Another user's process.
         r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(STRATA), "stack",
                             str(py.pid)], capture_output=True, text=True)
