@@ -35,6 +35,31 @@ struct stack_native {
 
 static const struct cfi_table *mod_cfi(struct nmod *m);
 
+/* The GNU build id of an ELF file (its .note.gnu.build-id), by which the
+ * symbolizer finds its separate debug file; 0 if none. */
+static size_t file_build_id(const char *file, uint8_t *out, size_t max)
+{
+	struct elf_section s;
+	if (elf_find_section(file, ".note.gnu.build-id", &s) || s.size < 16 || s.size > 4096)
+		return 0;
+	uint8_t *n = elf_read_section(file, &s);
+	size_t got = 0;
+	if (n) {
+		uint32_t namesz, descsz, type;
+		memcpy(&namesz, n, 4);
+		memcpy(&descsz, n + 4, 4);
+		memcpy(&type, n + 8, 4);
+		size_t desc = 12 + ((namesz + 3u) & ~3u);
+		if (type == 3 /* NT_GNU_BUILD_ID */ && namesz == 4 && !memcmp(n + 12, "GNU", 4) && descsz <= max &&
+		    desc + descsz <= s.size) {
+			memcpy(out, n + desc, descsz);
+			got = descsz;
+		}
+		free(n);
+	}
+	return got;
+}
+
 static int add_map(const struct pmap *pm, void *data)
 {
 	struct stack_native *sn = data;
@@ -53,7 +78,10 @@ static int add_map(const struct pmap *pm, void *data)
 		return 0;
 	m->bias = bias;
 	snprintf(m->file, sizeof(m->file), "%s", f2);
-	struct rec_module rm = { .start = m->start, .end = m->end, .offset = m->off, .bias = bias, .path = m->path };
+	uint8_t bid[64];
+	size_t bl = file_build_id(m->file, bid, sizeof(bid));
+	struct rec_module rm = { .start = m->start, .end = m->end, .offset = m->off, .bias = bias, .path = m->path,
+				 .build_id = bl ? bid : NULL, .build_id_len = bl };
 	sym_space_add(sn->sp, &rm);
 	sn->n++;
 	return 0;
