@@ -271,8 +271,7 @@ static double ms_since(uint64_t t0) { return (double)(ptstop_now_ns() - t0) / 1e
 
 /* Runs fn(a0, a1, a2) on the borrowed thread, stopped, with the stack
  * pointer sp (the return address slot). 0 and the result in *ret; -1 with
- * err if the call faulted (the thread is then stopped at the fault, to be
- * restored by the caller) or the process died (-2). */
+ * err if it could not be started, or -2 if the process died during it. */
 static int rcall(struct inj *in, pid_t tid, const struct user_regs_struct *base, uint64_t sp, uint64_t fn,
 		 uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret, char *err, size_t errlen)
 {
@@ -319,13 +318,16 @@ static int rcall(struct inj *in, pid_t tid, const struct user_regs_struct *base,
 				snprintf(err, errlen, "lost thread %d during the load", (int)tid);
 				return -1;
 			}
-			if (after.rip == 0) {
+			/* Our return: a jump to 0 by the `ret` that popped the
+			 * slot at sp. */
+			if (after.rip == 0 && after.rsp == sp + 8) {
 				*ret = after.rax;
 				return 0;
 			}
-			snprintf(err, errlen, "the load faulted in thread %d at %#llx; it was undone", (int)tid,
-				 (unsigned long long)after.rip);
-			return -1;
+			/* Any other fault is the program's (or a library's) to
+			 * handle: the call cannot be undone halfway (the loader
+			 * may hold its lock), so it is delivered as it would be
+			 * without strata. */
 		}
 		/* A signal for the thread: delivered, its handler runs on
 		 * top of the call. */
