@@ -29,7 +29,7 @@ def maps_agent(pid):
 def status(pid):
     r = strata("ctl", pid, "status")
     assert r.returncode == 0, r.stderr
-    return dict(re.split(r"\s+", l, 1) if " " in l else (l, "") for l in r.stdout.splitlines())
+    return dict(re.split(r"\s+", l, maxsplit=1) if " " in l else (l, "") for l in r.stdout.splitlines())
 
 
 def test_attach_split(python, tmp_path):
