@@ -260,6 +260,11 @@ def test_attach_stopped_process(debian_python, tmp_path):
     try:
         assert p.stdout.readline() == "up\n"
         os.kill(p.pid, signal.SIGSTOP)
+        # The stop takes effect when the kernel delivers it: wait for it.
+        for _ in range(500):
+            if "State:\tT" in Path("/proc/%d/status" % p.pid).read_text():
+                break
+            time.sleep(0.01)
         r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata")
         assert r.returncode != 0 and "is stopped (job control" in r.stderr, r.stderr
         assert Path("/proc/%d/status" % p.pid).read_text().count("State:\tT") == 1
