@@ -128,6 +128,11 @@ IGNORE = [
      "DefaultSelector is EpollSelector on Linux: EpollSelectorTestCase again (4 s)"),
     ("*.ProcessPoolForkProcessPoolExecutorTest.test_map_timeout",
      "6 s spent waiting for a map() timeout; the class's other cases use the same pool"),
+    ("test.test_subprocess.POSIXProcessTestCase.test_pass_fds_redirected",
+     "KNOWN DIFFERENCE, not a flake: the child lists its open descriptors and finds the agent's "
+     "(its shared memory, its link to the helper, the helper's pidfd, at 512 and up) beside the "
+     "ones it was passed; the README's limitations name it, and removing them is open work "
+     "(branch nofds)"),
     ("test.test_os.TimerfdTests.test_timerfd_TFD_TIMER_ABSTIME",
      "timing-flaky in CPython 3.13 itself: failed here without strata under load "
      "(0.998 s measured for a 1 s absolute timer, asserted > 0.999)"),
