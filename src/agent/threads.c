@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "agent.h"
 #include "link.h"
 #include "../common/format.h"
@@ -108,22 +109,9 @@ static unsigned long long task_starttime(pid_t tid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-	if (!p)
-		return 0;
-	int field = 2;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *f = rp ? procstat_field(rp, 22) : NULL;
+	return f ? strtoull(f, NULL, 10) : 0;
 }
 
 void threads_register_existing(void)

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "../common/ctlproto.h"
 #include "../common/format.h"
 #include "builtin.h"
@@ -26,14 +27,9 @@ int attach_alive(pid_t pid)
 		return 0;
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *state = rp ? procstat_field(rp, 3) : NULL;
+	return state && *state != 'Z' && *state != 'X';
 }
 
 int agent_helper_alive(pid_t pid)

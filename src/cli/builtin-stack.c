@@ -24,6 +24,7 @@
 #include "ptstop.h"
 #include "pyproc.h"
 #include "stack-native.h"
+#include "../common/procstat.h"
 #include "../common/format.h"
 #include "../lib/json.h"
 #include "../lib/linetable.h"
@@ -127,16 +128,9 @@ static void read_comm(pid_t pid, struct sthread *t)
 		fclose(f);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)t->tid);
-	f = fopen(path, "re");
-	t->state = '?';
-	if (f) {
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		buf[n] = 0;
-		char *rp = strrchr(buf, ')');
-		if (rp && rp[1] == ' ')
-			t->state = rp[2];
-		fclose(f);
-	}
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *state = rp ? procstat_field(rp, 3) : NULL;
+	t->state = state ? *state : '?';
 }
 
 static int tid_cmp(const void *a, const void *b)

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/elfsect.h"
 #include "ptstop.h"
 #include "pyproc.h"
 

@@ -63,10 +63,6 @@ int pyproc_maps(pid_t pid, int (*fn)(const struct pmap *m, void *data), void *da
  * here: through /proc/PID/root) and the load bias; 0, or -1 if none. */
 int pyproc_object(pid_t pid, const char *suffix, char *path, size_t n, char *file, size_t fn, uint64_t *bias);
 
-/* The value (st_value, unbiased) of a defined function or object symbol
- * in the ELF file's .dynsym or .symtab, or 0. *size gets st_size if
- * size is not NULL. */
-uint64_t elf_symbol(const char *path, const char *name, uint64_t *size);
 
 /* The text of one line ("Uid:", "State:") of /proc/PID/status after the
  * key, or "" . */
