@@ -371,12 +371,16 @@ def kill_group(pgid):
 
 
 def ours(pid):
-    """Whether a process runs strata's code: the agent is mapped in it, or
-    it is a helper (strata-agentd)."""
+    """Whether a process runs strata's code: a helper (strata-agentd), or a
+    Python process with the agent in it. LD_PRELOAD maps the agent into
+    every program the tests start (`sleep` too), where it does nothing but
+    pass the variables on: such a process is the tests' own."""
     try:
-        if os.path.basename(os.readlink("/proc/%d/exe" % pid)) == "strata-agentd":
+        exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+        if exe == "strata-agentd":
             return True
-        return "libstrata-agent" in Path("/proc/%d/maps" % pid).read_text()
+        maps = Path("/proc/%d/maps" % pid).read_text()
+        return "libstrata-agent" in maps and (exe.startswith("python") or "libpython" in maps)
     except OSError:
         return False
 
