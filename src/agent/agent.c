@@ -825,8 +825,8 @@ AGENT_EXPORT int strata_agent_name_thread(int tid, const char *name)
 	for (; s; s = s->next)
 		if (s->tid == tid && !atomic_load(&s->exited))
 			break;
-	if (s && !s->announced)
-		snprintf(s->name, sizeof(s->name), "%s", name);
+	if (s)
+		thread_set_name(s, name);
 	reg_unlock();
 	return s ? 0 : -1;
 }

@@ -151,14 +151,28 @@ void threads_register_existing(void)
 	closedir(d);
 }
 
+/* Caller holds reg_lock (the writer announces under it). A thread already
+ * announced under another name gets a REC_THREAD_NAME from the writer. */
+void thread_set_name(struct tslot *s, const char *name)
+{
+	if (!strncmp(s->name, name, sizeof(s->name) - 1))
+		return;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (s->announced)
+		atomic_store(&s->name_dirty, 1);
+}
+
 struct tslot *thread_register_self(const char *name)
 {
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 	struct tslot *s = tls_slot ? tls_slot : slot_by_tid(tid);
 	if (s) {
-		/* Found by a scan already: a better name, if not yet written. */
-		if (name && *name && !s->announced)
-			snprintf(s->name, sizeof(s->name), "%s", name);
+		/* Found by a scan already: a better name than its comm. */
+		if (name && *name) {
+			reg_lock();
+			thread_set_name(s, name);
+			reg_unlock();
+		}
 		if (!tls_slot)
 			tls_slot = s;
 		return s;

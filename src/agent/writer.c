@@ -511,6 +511,10 @@ static void announce(struct tslot *s)
 		};
 		rec_put_thread(&W.recs, &t);
 		s->announced = 1;
+		atomic_store(&s->name_dirty, 0);
+	} else if (atomic_exchange(&s->name_dirty, 0)) {
+		struct rec_thread_name n = { .tid = (uint32_t)s->tid, .name = s->name };
+		rec_put_thread_name(&W.recs, &n);
 	}
 }
 

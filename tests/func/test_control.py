@@ -49,7 +49,20 @@ def status(pid):
 
 def wait_agent(pid, proc=None):
     st = wait_for(lambda: status(pid) or (proc is not None and proc.poll() is not None and {"dead": 1}))
-    assert st and "dead" not in st, "the agent of process %d never answered" % pid
+    if not st or "dead" in st:
+        # What the process and the CLI said, for the failure message.
+        last = strata("ctl", pid, "status")
+        said = ""
+        if proc is not None and proc.stderr is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                said = proc.communicate(timeout=10)[1]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                said = proc.communicate()[1]
+        raise AssertionError("the agent of process %d never answered (exit %s)\nctl: %s\nprocess stderr: %r"
+                             % (pid, proc.returncode if proc else "?", last.stderr.strip(), said))
     return st
 
 
@@ -68,9 +81,9 @@ def python_child(parent):
     return pid
 
 
-def start_standby(interp, prog, *args, **kw):
-    p = subprocess.Popen([str(interp.exe), str(PROGRAMS / prog)] + [str(a) for a in args], env=agent_env(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+def start_standby(interp, prog, *args, env=None, **kw):
+    p = subprocess.Popen([str(interp.exe), str(PROGRAMS / prog)] + [str(a) for a in args],
+                         env=env or agent_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
     return p
 
 
@@ -272,16 +285,31 @@ def test_other_user_refused_root_allowed(debian_python, tmp_path):
 
 
 def test_stale_socket_cleaned(debian_python, tmp_path):
-    # A process killed with SIGKILL leaves its socket behind...
-    dead = start_standby(debian_python, "split.py", 30)
+    # A runtime directory of this test's own: an agent that other tests
+    # start meanwhile sweeps the shared one too.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    env = agent_env(XDG_RUNTIME_DIR=str(run_dir))
+    # A process killed with SIGKILL: its helper, which outlives it,
+    # removes the socket.
+    dead = start_standby(debian_python, "split.py", 30, env=env)
     wait_agent(dead.pid, dead)
-    s = sock_path(dead.pid)
+    s = run_dir / "strata" / ("%d.sock" % dead.pid)
     assert s.exists()
     dead.kill()
     dead.wait()
+    assert wait_for(lambda: not s.exists(), timeout=10), "the helper left %s behind" % s
+    # A socket left by a process that is gone, helper and all (SIGKILL to
+    # the whole session, the OOM killer)...
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    s = run_dir / "strata" / ("%d.sock" % gone.pid)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(str(s))
+    srv.close()
     assert s.exists()
     # ...which the next agent to start sweeps away.
-    other = start_standby(debian_python, "split.py", 30)
+    other = start_standby(debian_python, "split.py", 30, env=env)
     try:
         wait_agent(other.pid, other)
         assert wait_for(lambda: not s.exists(), timeout=5), "stale socket %s still there" % s
