@@ -561,6 +561,21 @@ void agent_shutdown(int reason)
 				trigger_fd_enable(s->trigger_fd, 0, 0);
 		pthread_mutex_unlock(&agent.reg_lock);
 	}
+	/* The calling thread is the one that survives an exec, with its
+	 * perf events: an event lives while any descriptor of it is open,
+	 * and the helper may still hold a copy when the new image starts
+	 * (it drops them when it answers, and the wait is bounded). An
+	 * overflow then would send SIGPROF to a program whose disposition
+	 * is back to the default: killed by SIGPROF (CPython's test_os spawn
+	 * tests were, at times). Its signal is switched off at the source:
+	 * O_ASYNC belongs to the open file, which the copies share. */
+	struct tslot *self = tls_slot;
+	if (reason == END_EXEC && self && self->trigger_fd >= 0) {
+		trigger_fd_enable(self->trigger_fd, 0, 0);
+		int fl = fcntl(self->trigger_fd, F_GETFL);
+		if (fl >= 0)
+			fcntl(self->trigger_fd, F_SETFL, fl & ~O_ASYNC);
+	}
 	link_finish(reason, 5000);
 }
 
@@ -580,6 +595,12 @@ void agent_resume(void)
 		return;
 	}
 	atomic_store(&agent.stopping, 0);
+	struct tslot *self = tls_slot;
+	if (self && self->trigger_fd >= 0) {
+		int fl = fcntl(self->trigger_fd, F_GETFL);
+		if (fl >= 0)
+			fcntl(self->trigger_fd, F_SETFL, fl | O_ASYNC);
+	}
 	if (!agent.cfg.paused) {
 		atomic_store(&agent.sampling, 1);
 		rearm_own(1);
@@ -813,8 +834,8 @@ AGENT_EXPORT int strata_agent_name_thread(int tid, const char *name)
 	for (; s; s = s->next)
 		if (s->tid == tid && !atomic_load(&s->exited))
 			break;
-	if (s && !s->announced)
-		snprintf(s->name, sizeof(s->name), "%s", name);
+	if (s)
+		thread_set_name(s, name);
 	reg_unlock();
 	return s ? 0 : -1;
 }

@@ -151,6 +151,8 @@ struct tslot {
 	/* writer-only state */
 	int announced;
 	char name[64];
+	/* Set (under reg_lock) when a name arrives after the thread was
+	 * announced: the writer then writes REC_THREAD_NAME. */
 	_Atomic int name_dirty;
 	uint64_t reported_dropped;
 };
@@ -352,6 +354,7 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
 /* threads.c */
 struct tslot *thread_register(const char *name, int is_main);
 struct tslot *thread_register_self(const char *name);
+void thread_set_name(struct tslot *s, const char *name);
 void thread_unregister(struct tslot *s);
 /* dlopen mode: registers the threads running now. */
 void threads_register_existing(void);

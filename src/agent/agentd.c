@@ -42,6 +42,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "agent.h"
 #include "agentd.h"
 #include "link.h"
@@ -194,22 +195,11 @@ static int death_reason(void)
 {
 	char path[64], buf[2048];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)agent.pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	if (!rp)
 		return END_SIGNAL;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return END_SIGNAL;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return END_SIGNAL;
-	int field = 2;
-	for (; *p && field < 52; p++)
-		if (*p == ' ')
-			field++;
-	int st = atoi(p);
+	const char *f = procstat_field(rp, 52);
+	int st = f ? atoi(f) : 0;
 	return WIFEXITED(st) ? END__EXIT : END_SIGNAL;
 }
 

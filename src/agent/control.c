@@ -311,9 +311,11 @@ static void sweep_stale(void)
 		return;
 	struct dirent *e;
 	while ((e = readdir(d))) {
+		/* PID.sock, or .PID.new: one not yet renamed (ctlsock.c). */
+		int hidden = e->d_name[0] == '.';
 		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (pid <= 0 || strcmp(end, ".sock") != 0 || pid == agent.pid)
+		long pid = strtol(e->d_name + hidden, &end, 10);
+		if (pid <= 0 || strcmp(end, hidden ? ".new" : ".sock") != 0 || pid == agent.pid)
 			continue;
 		if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
 			char p[512];

@@ -50,17 +50,29 @@ int ctlsock_open(char *err, size_t errlen)
 		C.path[0] = 0;
 		return -1;
 	}
+	/* Bound and listening under a name of its own, then renamed over
+	 * PID.sock (replacing a socket of an earlier process with this pid,
+	 * or of this process before an exec): a client never finds the path
+	 * before it listens, and takes a refused connection for a stale
+	 * socket (ctlclient.c removes those). */
+	char tmp[sizeof(C.path)];
 	struct sockaddr_un sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, C.path, strlen(C.path) + 1);
-	/* A socket of an earlier process with this pid (or of this process
-	 * before an exec) is stale. */
-	unlink(C.path);
-	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(C.path, 0600) != 0 || listen(s, 8) != 0) {
+	int w = snprintf(tmp, sizeof(tmp), "%s/.%d.new", C.dir, (int)getpid());
+	if (w <= 0 || (size_t)w >= sizeof(tmp) || (size_t)w >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "control socket path too long");
+		close(s);
+		C.path[0] = 0;
+		return -1;
+	}
+	memcpy(sa.sun_path, tmp, (size_t)w + 1);
+	unlink(tmp);
+	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(tmp, 0600) != 0 || listen(s, 8) != 0 ||
+	    rename(tmp, C.path) != 0) {
 		snprintf(err, errlen, "%s: %s", C.path, strerror(errno));
 		close(s);
-		unlink(C.path);
+		unlink(tmp);
 		C.path[0] = 0;
 		return -1;
 	}

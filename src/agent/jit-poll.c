@@ -169,7 +169,7 @@ static int scan_cb(const struct robj *o, void *arg)
 	 * with LLVM linked in and the descriptor kept local), or in the
 	 * executable itself. */
 	if (o->is_main || strstr(o->path, "llvm") || strstr(o->path, "LLVM")) {
-		uint64_t v = remote_file_symbol(o->path, "__jit_debug_descriptor");
+		uint64_t v = elf_symbol(o->path, "__jit_debug_descriptor", NULL);
 		if (v)
 			add_desc(o->bias + v);
 	}

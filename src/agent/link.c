@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -128,8 +129,19 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
 	int nullfd = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
 	if (mem < 0 || nullfd < 0) {
-		snprintf(err, errlen, "cannot start the agent's helper: %s: %s", mem < 0 ? "/proc/self/mem" : "/dev/null",
-			 strerror(errno));
+		int e = errno;
+		if (mem < 0 && e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
+			/* The kernel hides a non-dumpable process's memory from
+			 * every process of its user, itself through /proc
+			 * included: its executable is not readable by the user
+			 * it runs as (a program run as another user from a
+			 * private directory), or it changed credentials. */
+			snprintf(err, errlen, "this process (uid %u) is not dumpable: its executable is not readable by "
+				 "the user it runs as, or it changed its credentials, so the agent's helper may not read "
+				 "its memory", (unsigned)getuid());
+		else
+			snprintf(err, errlen, "cannot start the agent's helper: %s: %s",
+				 mem < 0 ? "/proc/self/mem" : "/dev/null", strerror(e));
 		if (mem >= 0)
 			close(mem);
 		if (nullfd >= 0)

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 4
+#define STRATA_PYAPI_VERSION 5
 
 struct strata_pysyms;
 
@@ -136,6 +136,14 @@ struct strata_remote {
 	struct strata_pysyms syms;
 };
 
+/* One thread state of the target's main interpreter (strata_pyreader.threads). */
+struct strata_pythread {
+	uint64_t tstate;     /* PyThreadState* */
+	uint64_t thread_id;  /* its pthread_t (tstate->thread_id) */
+	uint32_t native_id;  /* its kernel thread id (3.11+), 0 where the interpreter does not keep it */
+	int32_t holds_gil;   /* 1 if it holds the GIL now, 0 if not */
+};
+
 struct strata_pyreader {
 	int api_version;           /* STRATA_PYAPI_VERSION */
 	const char *built_for;
@@ -158,6 +166,11 @@ struct strata_pyreader {
 	 * -1 with one line for the user in why. Call it before any other
 	 * entry. */
 	int (*check)(const char *exe, char *why, size_t n);
+	/* The main interpreter's thread states, in its list's order (newest
+	 * first), up to max into out. Returns how many, or -1 if unreadable.
+	 * For `strata stack`, which reads a paused (or, --nonblocking, a
+	 * running) process. */
+	int (*threads)(struct strata_pythread *out, int max);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

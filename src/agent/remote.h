@@ -55,8 +55,4 @@ int remote_objects(int (*fn)(const struct robj *o, void *data), void *data);
  * unreadable. */
 uint64_t remote_objects_gen(void);
 
-/* The address (st_value, not biased) of symbol `want` of type STT_OBJECT
- * or STT_FUNC in the file's .dynsym or .symtab, or 0. */
-uint64_t remote_file_symbol(const char *path, const char *want);
-
 #endif

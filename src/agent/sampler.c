@@ -243,6 +243,16 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		if (s && !atomic_exchange(&s->wall_pending, 0))
 			s = NULL;
 	}
+	/* A late signal of an event or timer we no longer match (stopped,
+	 * detached, a thread's slot renewed, its fd closed under a pending
+	 * overflow): when the program has no SIGPROF handler of its own,
+	 * chaining it would kill the process with SIGPROF's default action,
+	 * which no program asked for. Taken and dropped. */
+	if (!ours && (si->si_code == POLL_IN || si->si_code == POLL_HUP || si->si_code == SI_TIMER) &&
+	    !signals_app_handles(SIGPROF)) {
+		errno = saved_errno;
+		return 1;
+	}
 	if (!ours || !s) {
 		errno = saved_errno;
 		return ours;

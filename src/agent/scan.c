@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "agent.h"
 #include "agentd.h"
 
@@ -26,22 +27,9 @@ static unsigned long long task_starttime(pid_t tid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)agent.pid, (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-	if (!p)
-		return 0;
-	int field = 2;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *f = rp ? procstat_field(rp, 22) : NULL;
+	return f ? strtoull(f, NULL, 10) : 0;
 }
 
 static void register_external(pid_t tid, unsigned long long start, uint32_t gen)

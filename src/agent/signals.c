@@ -21,7 +21,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -87,10 +90,60 @@ static void chain(int sig, siginfo_t *si, void *uc)
 	a.sa_handler(sig);
 }
 
+/*
+ * A system call our SIGPROF interrupted was restarted (SA_RESTART): the
+ * kernel has put the instruction pointer back on the `syscall` and the
+ * call's number back in %rax. A signal of the program that came while our
+ * handler ran (every other signal is blocked in it) would, without the
+ * profiler, have interrupted that call itself: if its handler has no
+ * SA_RESTART (CPython's signal.signal, siginterrupt(sig, True)), the call
+ * fails with EINTR, which is how a Python handler gets to run while the
+ * main thread blocks in read(). Restarted under ours, the call would
+ * block again. So when such a signal is pending and not blocked by the
+ * interrupted code, the call returns EINTR as it would have: %rax =
+ * -EINTR, past the `syscall`. fork/clone restart whatever the handler
+ * (ERESTARTNOINTR), and are left alone. Async-signal-safe.
+ */
+static void keep_interruption(void *ucv)
+{
+#if defined(__x86_64__)
+	ucontext_t *uc = ucv;
+	greg_t *g = uc->uc_mcontext.gregs;
+	const volatile uint8_t *ip = (const volatile uint8_t *)(uintptr_t)g[REG_RIP];
+	long nr = (long)g[REG_RAX];
+	if (!ip || ip[0] != 0x0f || ip[1] != 0x05 || nr < 0 || nr == SYS_fork || nr == SYS_vfork || nr == SYS_clone ||
+	    nr == 435 /* clone3 */)
+		return;
+	sigset_t pend;
+	if (sigpending(&pend) != 0)
+		return;
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (managed[sig] || sig == SIGKILL || sig == SIGSTOP || !sigismember(&pend, sig) ||
+		    sigismember(&uc->uc_sigmask, sig))
+			continue;
+		struct sigaction a;
+		if (real_sigaction(sig, NULL, &a) != 0)
+			continue;
+		int handler = (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction != NULL
+							: (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN);
+		if (handler && !(a.sa_flags & SA_RESTART)) {
+			g[REG_RAX] = -EINTR;
+			g[REG_RIP] += 2;
+			return;
+		}
+	}
+#else
+	(void)ucv;
+#endif
+}
+
 static void on_prof(int sig, siginfo_t *si, void *uc)
 {
-	if (!sample_signal_dispatch(sig, si, uc))
+	if (!sample_signal_dispatch(sig, si, uc)) {
 		chain(sig, si, uc);
+		return;
+	}
+	keep_interruption(uc);
 }
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
@@ -111,6 +164,17 @@ static int install_ours(int sig, void (*fn)(int, siginfo_t *, void *), int flags
 	ours.sa_sigaction = fn;
 	ours.sa_flags = SA_SIGINFO | flags;
 	sigemptyset(&ours.sa_mask);
+	if (sig == SIGPROF) {
+		/* The program's signals wait the few microseconds of a sample:
+		 * one that comes meanwhile is then seen pending, and delivered
+		 * as soon as we return (keep_interruption). Faults stay
+		 * deliverable: the guard needs SIGSEGV and SIGBUS, and a
+		 * blocked synchronous signal would kill the process. */
+		sigfillset(&ours.sa_mask);
+		static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
+		for (unsigned i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+			sigdelset(&ours.sa_mask, sync_sigs[i]);
+	}
 	return real_sigaction(sig, &ours, NULL);
 }
 

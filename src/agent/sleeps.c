@@ -20,6 +20,18 @@
  * lost. The cost is two rt_sigprocmask calls per wrapped call, and only in
  * threads the agent samples.
  *
+ * Writes are the other case. A blocking write() to a pipe, a socket or a
+ * terminal that has moved some bytes and is then interrupted returns the
+ * short count, SA_RESTART or not; without the profiler nothing interrupts
+ * it and it moves everything. Python's unbuffered streams (python -u,
+ * PYTHONUNBUFFERED, as in most containers) hand a whole bytes object to
+ * one write() and lose the rest if it comes back short (CPython's own
+ * test_subprocess.test_communicate_pipe_buf did under strata). So write()
+ * and writev() of more than PIPE_BUF bytes hold SIGPROF too; smaller ones
+ * to a pipe are atomic (all or nothing, restarted) and are passed
+ * straight through, as are all writes of threads the agent does not
+ * sample.
+ *
  * An application that handles SIGPROF itself (its own ITIMER_PROF
  * profiler) may be waiting for it in one of these calls: then nothing is
  * held, and it sees what it would see without us.
@@ -31,6 +43,8 @@
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/uio.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +66,8 @@ static __typeof__(epoll_wait) *real_epoll_wait;
 static __typeof__(epoll_pwait) *real_epoll_pwait;
 static __typeof__(sigsuspend) *real_sigsuspend;
 static __typeof__(pause) *real_pause;
+static __typeof__(write) *real_write;
+static __typeof__(writev) *real_writev;
 
 #define LOOKUP(name)                                                                   \
 	if (!real_##name)                                                              \
@@ -78,6 +94,8 @@ __attribute__((constructor)) static void resolve_sleeps(void)
 	LOOKUP(epoll_pwait);
 	LOOKUP(sigsuspend);
 	LOOKUP(pause);
+	LOOKUP(write);
+	LOOKUP(writev);
 }
 
 /* Whether this thread is sampled: then it holds SIGPROF across the call. */
@@ -204,4 +222,23 @@ AGENT_EXPORT int pause(void)
 {
 	REAL(pause);
 	HELD(real_pause());
+}
+
+AGENT_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	REAL(write);
+	if (n <= PIPE_BUF)
+		return real_write(fd, buf, n);
+	HELD(real_write(fd, buf, n));
+}
+
+AGENT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	REAL(writev);
+	size_t n = 0;
+	for (int i = 0; i < iovcnt && n <= PIPE_BUF; i++)
+		n += iov[i].iov_len;
+	if (n <= PIPE_BUF)
+		return real_writev(fd, iov, iovcnt);
+	HELD(real_writev(fd, iov, iovcnt));
 }

@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "agent.h"
 #include "link.h"
 #include "../common/format.h"
@@ -116,22 +117,9 @@ static unsigned long long task_starttime(pid_t tid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-	if (!p)
-		return 0;
-	int field = 2;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *f = rp ? procstat_field(rp, 22) : NULL;
+	return f ? strtoull(f, NULL, 10) : 0;
 }
 
 void threads_register_existing(void)
@@ -171,14 +159,28 @@ void threads_register_existing(void)
 	closedir(d);
 }
 
+/* Caller holds reg_lock (the writer announces under it). A thread already
+ * announced under another name gets a REC_THREAD_NAME from the writer. */
+void thread_set_name(struct tslot *s, const char *name)
+{
+	if (!strncmp(s->name, name, sizeof(s->name) - 1))
+		return;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (s->announced)
+		atomic_store(&s->name_dirty, 1);
+}
+
 struct tslot *thread_register_self(const char *name)
 {
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 	struct tslot *s = tls_slot ? tls_slot : slot_by_tid(tid);
 	if (s) {
-		/* Found by a scan already: a better name, if not yet written. */
-		if (name && *name && !s->announced)
-			snprintf(s->name, sizeof(s->name), "%s", name);
+		/* Found by a scan already: a better name than its comm. */
+		if (name && *name) {
+			reg_lock();
+			thread_set_name(s, name);
+			reg_unlock();
+		}
 		if (!tls_slot)
 			tls_slot = s;
 		return s;

@@ -31,6 +31,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "agent.h"
 #include "agentd.h"
 #include "grave.h"
@@ -445,19 +446,9 @@ static pid_t target_ppid(void)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)agent.pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	int ppid = 0;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return (pid_t)ppid;
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *f = rp ? procstat_field(rp, 4) : NULL;
+	return f ? (pid_t)atoi(f) : 0;
 }
 
 static void put_process(uint32_t flags)
@@ -520,6 +511,10 @@ static void announce(struct tslot *s)
 		};
 		rec_put_thread(&W.recs, &t);
 		s->announced = 1;
+		atomic_store(&s->name_dirty, 0);
+	} else if (atomic_exchange(&s->name_dirty, 0)) {
+		struct rec_thread_name n = { .tid = (uint32_t)s->tid, .name = s->name };
+		rec_put_thread_name(&W.recs, &n);
 	}
 }
 

@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "../common/ctlproto.h"
 #include "../common/format.h"
+#include "builtin.h"
 #include "ctlclient.h"
+#include "inject.h"
 
 int attach_alive(pid_t pid)
 {
@@ -23,14 +27,9 @@ int attach_alive(pid_t pid)
 		return 0;
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *state = rp ? procstat_field(rp, 3) : NULL;
+	return state && *state != 'Z' && *state != 'X';
 }
 
 int agent_helper_alive(pid_t pid)
@@ -77,12 +76,55 @@ static int target_argv(pid_t pid, char *buf, size_t n, char **argv, int max)
 	return argc;
 }
 
+int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen)
+{
+	char sock[108];
+	if (ctl_find(pid, sock, sizeof(sock), err, errlen) == 0)
+		return 0;
+	if (!attach_alive(pid) || strstr(err, "permission denied"))
+		return -1;
+	/* Root may load it, but the agent answers only its own user: a
+	 * load that could not be used is not made. */
+	char path[64];
+	struct stat sb;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &sb) == 0 && sb.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "process %d belongs to uid %u, and its agent would answer only that user: run strata as that user "
+			 "(sudo -u '#%u' strata ...)", (int)pid, (unsigned)sb.st_uid, (unsigned)sb.st_uid);
+		return -1;
+	}
+	struct inject_stats st;
+	if (inject_agent(pid, agent_dir(), 3000, &st, err, errlen))
+		return -1;
+	/* The agent's helper opens the control channel as it starts. */
+	for (int i = 0; i < 250; i++) {
+		if (ctl_find(pid, sock, sizeof(sock), err, errlen) == 0) {
+			if (!quiet)
+				fprintf(stderr,
+					"strata: loaded the agent into process %d (thread %d borrowed for %.1f ms, after "
+					"%.1f ms waiting for a safe point)\n",
+					(int)pid, (int)st.tid, st.call_ms, st.wait_ms);
+			return 0;
+		}
+		if (!attach_alive(pid))
+			break;
+		usleep(20000);
+	}
+	snprintf(err, errlen,
+		 "the agent was loaded into process %d but its control channel did not appear (is STRATA_NO_CONTROL "
+		 "set in its environment?)", (int)pid);
+	return -1;
+}
+
 int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow, char *err,
 		 size_t errlen)
 {
 	memset(a, 0, sizeof(*a));
 	a->pid = pid;
 	char reply[CTL_MSG_MAX], v[4096];
+	if (attach_ensure_agent(pid, 0, err, errlen))
+		return -1;
 	if (ctl_call(pid, "status", -1, reply, sizeof(reply), 5000, err, errlen))
 		return -1;
 	ctl_value(reply, "python", a->python, sizeof(a->python));

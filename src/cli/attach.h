@@ -35,6 +35,12 @@ struct attach {
 int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow, char *err,
 		 size_t errlen);
 
+/* Makes sure process pid has a running agent with a control channel:
+ * one started with it, or one loaded now (inject.h) into a Python process
+ * started without it; says so on stderr unless quiet. Returns 0, or -1
+ * with a one-line reason in err. */
+int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen);
+
 /* Sampling on or off in the attached process. */
 int attach_sampling(struct attach *a, int on, char *err, size_t errlen);
 

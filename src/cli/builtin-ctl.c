@@ -11,13 +11,15 @@
 
 #include "builtin.h"
 #include "../common/ctlproto.h"
+#include "attach.h"
 #include "ctlclient.h"
 
 static const char usage_text[] =
 	"usage: strata ctl PID COMMAND\n"
 	"\n"
 	"Controls the strata agent in a running process (one started by strata record,\n"
-	"or with the agent preloaded and STRATA_AGENT=1; see docs/control.md).\n"
+	"or with the agent preloaded and STRATA_AGENT=1, or loaded later by 'load',\n"
+	"record --pid or top --pid; see docs/control.md).\n"
 	"\n"
 	"commands:\n"
 	"  status       the agent's state: sampling on/off, samples, dropped, threads,\n"
@@ -28,6 +30,8 @@ static const char usage_text[] =
 	"  dump FILE    write what was recorded so far to FILE, as a finished profile\n"
 	"  detach       end the recording: the process runs on, sampling off, with no\n"
 	"               output until something attaches again\n"
+	"  load         load the agent into a Python process started without it\n"
+	"               (ptrace; docs/attach.md), in standby: sampling off, no output\n"
 	"\n"
 	"Only the process's own user may control it.\n";
 
@@ -81,6 +85,17 @@ int cmd_ctl(int argc, char **argv)
 		else if (rc == 0 && strcmp(cmd, "flush"))
 			printf("strata: process %d: sampling %s%s\n", (int)pid, !strcmp(cmd, "start") ? "on" : "off",
 			       !strcmp(cmd, "detach") ? ", output closed" : "");
+	} else if (!strcmp(cmd, "load")) {
+		/* Into a Python process started without the agent
+		 * (docs/attach.md); nothing to do where one runs. */
+		if (argc != 3)
+			die_usage(usage_text);
+		char sock[108];
+		int had = ctl_find(pid, sock, sizeof(sock), err, sizeof(err)) == 0;
+		rc = attach_ensure_agent(pid, 0, err, sizeof(err)) ? -1 : 0;
+		if (rc == 0)
+			printf("strata: process %d: %s, sampling off, no output until something attaches\n", (int)pid,
+			       had ? "the agent was already running" : "agent loaded");
 	} else if (!strcmp(cmd, "dump")) {
 		if (argc != 4)
 			die_usage(usage_text);

@@ -126,9 +126,9 @@ int ctl_find(pid_t pid, char *out, size_t n, char *err, size_t errlen)
 			 (int)pid);
 	else
 		snprintf(err, errlen,
-			 "process %d was not started with the strata agent%s; start it with: %s COMMAND "
-			 "(or strata record --paused -- COMMAND)",
-			 (int)pid, m < 0 ? " (it has no strata control channel)" : "", ctl_howto());
+			 "process %d has no strata agent%s: load one with 'strata ctl %d load' (or strata record --pid %d), "
+			 "or start the program with: %s COMMAND (or strata record --paused -- COMMAND)",
+			 (int)pid, m < 0 ? " (it has no strata control channel)" : "", (int)pid, (int)pid, ctl_howto());
 	return -1;
 }
 

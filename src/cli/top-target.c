@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "top.h"
+#include "../common/procstat.h"
 #include "../common/ctlproto.h"
 #include "ctlclient.h"
 
@@ -163,20 +164,9 @@ static pid_t parent_of(pid_t pid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	int ppid;
-	char state;
-	if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
-		return -1;
-	return (pid_t)ppid;
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	const char *f = rp ? procstat_field(rp, 4) : NULL;
+	return f ? (pid_t)atoi(f) : -1;
 }
 
 int target_pids(struct top_target *t, pid_t *out, int max)

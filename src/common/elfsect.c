@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,4 +82,54 @@ uint8_t *elf_read_section(const char *path, const struct elf_section *s)
 	}
 	close(fd);
 	return b;
+}
+
+/* ---- symbols --------------------------------------------------------------- */
+
+static uint64_t sym_lookup_in(const uint8_t *m, size_t size, const struct elf_section *sym,
+			  const struct elf_section *str, const char *want, uint64_t *sz)
+{
+	size_t wl = strlen(want);
+	if (sym->offset + sym->size > size || str->offset + str->size > size)
+		return 0;
+	for (uint64_t k = 0; k + sizeof(Elf64_Sym) <= sym->size; k += sizeof(Elf64_Sym)) {
+		Elf64_Sym e;
+		memcpy(&e, m + sym->offset + k, sizeof(e));
+		int t = ELF64_ST_TYPE(e.st_info);
+		if ((t != STT_OBJECT && t != STT_FUNC && t != STT_GNU_IFUNC) || e.st_shndx == SHN_UNDEF ||
+		    e.st_name + wl + 1 > str->size)
+			continue;
+		if (!memcmp(m + str->offset + e.st_name, want, wl + 1)) {
+			if (sz)
+				*sz = e.st_size;
+			return e.st_value;
+		}
+	}
+	return 0;
+}
+
+uint64_t elf_symbol(const char *path, const char *want, uint64_t *size)
+{
+	struct elf_section dsym, dstr, sym, str;
+	int have_d = elf_find_section(path, ".dynsym", &dsym) == 0 && elf_find_section(path, ".dynstr", &dstr) == 0;
+	int have_s = elf_find_section(path, ".symtab", &sym) == 0 && elf_find_section(path, ".strtab", &str) == 0;
+	if (!have_d && !have_s)
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	uint64_t found = 0;
+	if (fstat(fd, &st) == 0 && st.st_size > 0) {
+		uint8_t *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m != MAP_FAILED) {
+			if (have_d)
+				found = sym_lookup_in(m, (size_t)st.st_size, &dsym, &dstr, want, size);
+			if (!found && have_s)
+				found = sym_lookup_in(m, (size_t)st.st_size, &sym, &str, want, size);
+			munmap(m, (size_t)st.st_size);
+		}
+	}
+	close(fd);
+	return found;
 }

@@ -23,4 +23,9 @@ int elf_find_section(const char *path, const char *name, struct elf_section *s);
 /* The section's bytes in a new heap buffer, or NULL. */
 uint8_t *elf_read_section(const char *path, const struct elf_section *s);
 
+/* The value (link-time address) of the defined function or object `name`
+ * in the ELF file at `path`, from .dynsym, else .symtab; 0 if none. Its
+ * size goes to *size when size is not NULL. */
+uint64_t elf_symbol(const char *path, const char *name, uint64_t *size);
+
 #endif

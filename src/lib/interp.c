@@ -53,6 +53,9 @@ static const char *const machinery[] = {
 	"_PyStack_UnpackDict_FreeNoDecRef", "_Py_Call", "PyVectorcall_Function", "_PyVectorcall_Function",
 	"PyObject_CallFinalizer", "PyObject_CallFinalizerFromDealloc",
 	"_PyVectorcall_FunctionInline", "PyVectorcall_NARGS", "_PyVectorcall_NARGS",
+	/* 3.15: the eval loop's calls through tagged stack references
+	 * (Python/ceval.c), converting the arguments and calling vectorcall. */
+	"_Py_VectorCall_StackRefSteal", "_Py_VectorCallInstrumentation_StackRefSteal",
 	/* The recursion limit checked around each call. */
 	"_Py_EnterRecursiveCall", "_Py_EnterRecursiveCallTstate", "_Py_EnterRecursiveCallTstateUnchecked",
 	"_Py_EnterRecursiveCall_inline", "_Py_LeaveRecursiveCall", "_Py_LeaveRecursiveCallTstate",

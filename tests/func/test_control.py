@@ -49,7 +49,20 @@ def status(pid):
 
 def wait_agent(pid, proc=None):
     st = wait_for(lambda: status(pid) or (proc is not None and proc.poll() is not None and {"dead": 1}))
-    assert st and "dead" not in st, "the agent of process %d never answered" % pid
+    if not st or "dead" in st:
+        # What the process and the CLI said, for the failure message.
+        last = strata("ctl", pid, "status")
+        said = ""
+        if proc is not None and proc.stderr is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                said = proc.communicate(timeout=10)[1]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                said = proc.communicate()[1]
+        raise AssertionError("the agent of process %d never answered (exit %s)\nctl: %s\nprocess stderr: %r"
+                             % (pid, proc.returncode if proc else "?", last.stderr.strip(), said))
     return st
 
 
@@ -68,9 +81,9 @@ def python_child(parent):
     return pid
 
 
-def start_standby(interp, prog, *args, **kw):
-    p = subprocess.Popen([str(interp.exe), str(PROGRAMS / prog)] + [str(a) for a in args], env=agent_env(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+def start_standby(interp, prog, *args, env=None, **kw):
+    p = subprocess.Popen([str(interp.exe), str(PROGRAMS / prog)] + [str(a) for a in args],
+                         env=env or agent_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
     return p
 
 
@@ -203,18 +216,19 @@ def test_record_pid_ends_with_the_process(python, tmp_path):
 
 
 def test_attach_without_agent(debian_python, tmp_path):
+    """ctl commands other than load, on a process without an agent, say how
+    to get one and change nothing (record --pid and top --pid load it: see
+    test_attach.py)."""
     plain = subprocess.Popen([str(debian_python.exe), str(PROGRAMS / "split.py"), "30"])
     inactive = subprocess.Popen([str(debian_python.exe), str(PROGRAMS / "split.py"), "30"],
                                 env=dict(os.environ, LD_PRELOAD=str(AGENT)))
     try:
         time.sleep(0.5)
-        r = strata("record", "--pid", plain.pid, "-d", "1", "-o", tmp_path / "x.strata")
+        r = strata("ctl", plain.pid, "status")
         assert r.returncode == 2
-        assert "was not started with the strata agent" in r.stderr, r.stderr
+        assert "has no strata agent" in r.stderr and "strata ctl %d load" % plain.pid in r.stderr, r.stderr
         assert "STRATA_AGENT=1" in r.stderr and "LD_PRELOAD=" in r.stderr, r.stderr
-        assert not (tmp_path / "x.strata").exists()
-        r = strata("top", "--pid", plain.pid, "--no-curses")
-        assert r.returncode == 2 and "STRATA_AGENT=1" in r.stderr, r.stderr
+        assert "libstrata-agent.so" not in Path("/proc/%d/maps" % plain.pid).read_text()
         r = strata("ctl", inactive.pid, "status")
         assert r.returncode == 2 and "no control channel" in r.stderr, r.stderr
         r = strata("ctl", 999999999, "status")
@@ -271,16 +285,31 @@ def test_other_user_refused_root_allowed(debian_python, tmp_path):
 
 
 def test_stale_socket_cleaned(debian_python, tmp_path):
-    # A process killed with SIGKILL leaves its socket behind...
-    dead = start_standby(debian_python, "split.py", 30)
+    # A runtime directory of this test's own: an agent that other tests
+    # start meanwhile sweeps the shared one too.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    env = agent_env(XDG_RUNTIME_DIR=str(run_dir))
+    # A process killed with SIGKILL: its helper, which outlives it,
+    # removes the socket.
+    dead = start_standby(debian_python, "split.py", 30, env=env)
     wait_agent(dead.pid, dead)
-    s = sock_path(dead.pid)
+    s = run_dir / "strata" / ("%d.sock" % dead.pid)
     assert s.exists()
     dead.kill()
     dead.wait()
+    assert wait_for(lambda: not s.exists(), timeout=10), "the helper left %s behind" % s
+    # A socket left by a process that is gone, helper and all (SIGKILL to
+    # the whole session, the OOM killer)...
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    s = run_dir / "strata" / ("%d.sock" % gone.pid)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(str(s))
+    srv.close()
     assert s.exists()
     # ...which the next agent to start sweeps away.
-    other = start_standby(debian_python, "split.py", 30)
+    other = start_standby(debian_python, "split.py", 30, env=env)
     try:
         wait_agent(other.pid, other)
         assert wait_for(lambda: not s.exists(), timeout=5), "stale socket %s still there" % s

@@ -487,6 +487,47 @@ static PyThreadState *find_thread(unsigned long pthread_id)
 	return NULL;
 }
 
+#ifdef STRATA_REMOTE
+/* The thread state holding the GIL of the main interpreter, or NULL. Up to
+ * 3.11 the runtime keeps it (gilstate.tstate_current, cleared before the
+ * GIL is dropped); 3.12 gave each interpreter its own GIL, whose last
+ * holder is the holder while it is locked. */
+static PyThreadState *gil_owner(PyInterpreterState *interp)
+{
+#if PY_VERSION_HEX < 0x030C0000
+	(void)interp;
+	return (PyThreadState *)(uintptr_t)LD(RUNTIME->gilstate.tstate_current._value);
+#elif PY_VERSION_HEX < 0x030D0000
+	struct _gil_runtime_state *g = LD(interp->ceval.gil);
+	return g && LD(g->locked._value) ? (PyThreadState *)(uintptr_t)LD(g->last_holder._value) : NULL;
+#else
+	struct _gil_runtime_state *g = LD(interp->ceval.gil);
+	return g && LD(g->locked) ? LD(g->last_holder) : NULL;
+#endif
+}
+
+static int list_threads(struct strata_pythread *out, int max)
+{
+	PyInterpreterState *interp = LD(RUNTIME->interpreters.main);
+	if (!interp)
+		return 0;
+	PyThreadState *holder = gil_owner(interp);
+	int n = 0, guard = 0;
+	for (PyThreadState *ts = interp_threads(interp); ts && n < max && guard < 10000; ts = LD(ts->next), guard++) {
+		out[n].tstate = (uint64_t)(uintptr_t)ts;
+		out[n].thread_id = (uint64_t)LD(ts->thread_id);
+#if PY_VERSION_HEX >= 0x030B0000
+		out[n].native_id = (uint32_t)LD(ts->native_thread_id);
+#else
+		out[n].native_id = 0;
+#endif
+		out[n].holds_gil = ts == holder;
+		n++;
+	}
+	return n;
+}
+#endif
+
 #ifndef STRATA_REMOTE
 /* ===== handler context (in-process) ===================================== */
 
@@ -984,6 +1025,14 @@ static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_
 	return walk_frames((PyThreadState *)(uintptr_t)tstate, out, max, missing);
 }
 
+static int rp_threads(struct strata_pythread *out, int max)
+{
+	remote_begin();
+	if (setjmp(remote_fail))
+		return -1;
+	return list_threads(out, max);
+}
+
 static char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name)
 {
 	if (PY_VERSION_HEX >= 0x030B0000 || !filename || !name)
@@ -1022,6 +1071,7 @@ static const struct strata_pyreader reader = {
 	.read_code = py_read_code,
 	.qualname = rp_qualname,
 	.check = rp_check,
+	.threads = rp_threads,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)

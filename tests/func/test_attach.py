@@ -1,0 +1,278 @@
+"""Attaching to a Python process started without strata: record --pid,
+ctl, a second attach reusing the loaded agent, the target's output and exit
+status unchanged, signals kept, and the errors."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import PROGRAMS, STRATA, func_row, strata
+from test_stack import build_ext, end
+
+LOADED_RE = re.compile(r"strata: loaded the agent into process (\d+) \(thread (\d+) borrowed for ([\d.]+) ms")
+
+
+def plain(python, *args, **kw):
+    """A process started without strata: no preload, no STRATA_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    return subprocess.Popen([str(python.exe)] + [str(a) for a in args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def maps_agent(pid):
+    return "libstrata-agent.so" in Path("/proc/%d/maps" % pid).read_text()
+
+
+def status(pid):
+    r = strata("ctl", pid, "status")
+    assert r.returncode == 0, r.stderr
+    return dict(re.split(r"\s+", l, maxsplit=1) if " " in l else (l, "") for l in r.stdout.splitlines())
+
+
+def test_attach_split(python, tmp_path):
+    """record --pid on a plain split.py gets its 3:1 split; the agent stays
+    loaded with sampling off, a second attach (ended by Ctrl-C) reuses it,
+    and the program ends as it would have: no output, exit status 0."""
+    p = plain(python, PROGRAMS / "split.py", 8)
+    try:
+        time.sleep(0.3)
+        assert not maps_agent(p.pid)
+        out = tmp_path / "attached.strata"
+        r = strata("record", "--pid", p.pid, "-d", "2", "-o", out, timeout=120)
+        assert r.returncode == 0, r.stderr
+        m = LOADED_RE.search(r.stderr)
+        assert m and int(m.group(1)) == p.pid, r.stderr
+        rep = strata("report", "--json", out)
+        assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
+        data = json.loads(rep.stdout)
+        # CPU time over 2 s of wall time on a shared 2-core machine: enough
+        # samples for the ratio, however busy the machine is.
+        assert 150 <= data["samples"] <= 2600, data["samples"]
+        heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
+        assert 0.68 <= heavy / (heavy + light) <= 0.82, (heavy, light)
+        assert str(PROGRAMS / "split.py") in data["command"]
+
+        # Detached: running, agent loaded, sampling off, no output.
+        assert p.poll() is None and maps_agent(p.pid)
+        st = status(p.pid)
+        assert st["sampling"] == "off" and st["output"] == "" and st["loaded"] == "dlopen", st
+
+        # Again, until Ctrl-C: the loaded agent is reused (no second load).
+        out2 = tmp_path / "again.strata"
+        rec = subprocess.Popen([str(STRATA), "record", "--pid", str(p.pid), "-o", str(out2)],
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        rec.send_signal(signal.SIGINT)
+        _, err2 = rec.communicate(timeout=30)
+        assert rec.returncode == 0, err2
+        assert not LOADED_RE.search(err2), err2
+        assert json.loads(strata("report", "--json", out2).stdout)["samples"] > 100
+        assert Path("/proc/%d/maps" % p.pid).read_text().count("libstrata-agent.so") >= 1
+    finally:
+        out, err = p.communicate(timeout=120)
+    assert (p.returncode, out, err) == (0, "", ""), (p.returncode, out, err)
+
+
+def test_attach_stuck_in_c_and_ctl(python, tmp_path):
+    """A process spinning in C with the GIL can be attached to: its samples fall in the Python function that made the
+    call, and strata stack still reads it afterwards."""
+    build_ext(python, tmp_path)
+    p = plain(python, PROGRAMS / "stuck.py", tmp_path)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        out = tmp_path / "stuck.strata"
+        r = strata("record", "--pid", p.pid, "-d", "1.5", "-o", out, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert LOADED_RE.search(r.stderr), r.stderr
+        data = json.loads(strata("report", "--json", out).stdout)
+        spin = func_row(data, "spin")
+        assert spin["total"] >= 0.9 * data["samples"] > 0, (spin, data["samples"])
+        st = status(p.pid)
+        assert st["sampling"] == "off" and st["loaded"] == "dlopen", st
+        r = strata("stack", "--json", p.pid)
+        assert r.returncode == 0, r.stderr
+        main = [t for t in json.loads(r.stdout)["threads"] if t["main"]][0]
+        assert main["frames"][-1]["function"] == "spin", main
+        assert p.poll() is None
+    finally:
+        out, err = end(p)
+    assert (out, err) == ("", ""), (out, err)
+
+
+def test_ctl_load(debian_python):
+    """ctl PID load loads the agent into a plain process, in standby; a
+    second load finds it running; other ctl commands before it load nothing."""
+    p = plain(debian_python, PROGRAMS / "split.py", 30)
+    try:
+        time.sleep(0.3)
+        r = strata("ctl", p.pid, "stop")
+        assert r.returncode == 2 and "has no strata agent" in r.stderr, r.stderr
+        assert not maps_agent(p.pid), "ctl stop loaded the agent"
+        r = strata("ctl", p.pid, "load")
+        assert r.returncode == 0 and LOADED_RE.search(r.stderr), (r.stdout, r.stderr)
+        assert "agent loaded, sampling off" in r.stdout, r.stdout
+        r = strata("ctl", p.pid, "load")
+        assert r.returncode == 0 and not LOADED_RE.search(r.stderr) and "already running" in r.stdout, r.stdout
+        st = status(p.pid)
+        assert st["sampling"] == "off" and st["loaded"] == "dlopen" and st["output"] == "", st
+    finally:
+        p.kill()
+        p.communicate()
+
+
+SIGPROG = r"""
+import signal, sys, time
+got = 0
+def on_usr1(sig, frame):
+    global got
+    got += 1
+    print("got", got, flush=True)
+signal.signal(signal.SIGUSR1, on_usr1)
+print("ready", flush=True)
+end = time.time() + 120
+while time.time() < end:
+    sum(range(1000))
+    time.sleep(0.0005)
+"""
+
+
+def test_attach_keeps_signals(debian_python, tmp_path):
+    """Signals sent one after another while the agent is being loaded and
+    recorded are each delivered once."""
+    prog = tmp_path / "sig.py"
+    prog.write_text(SIGPROG)
+    p = plain(debian_python, prog)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        rec = subprocess.Popen([str(STRATA), "record", "--pid", str(p.pid), "-d", "2", "-o",
+                                str(tmp_path / "sig.strata")], stderr=subprocess.PIPE, text=True)
+        i = 0
+        while rec.poll() is None or i < 50:
+            i += 1
+            os.kill(p.pid, signal.SIGUSR1)
+            assert p.stdout.readline() == "got %d\n" % i
+        _, err = rec.communicate(timeout=30)
+        assert rec.returncode == 0 and LOADED_RE.search(err), err
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.communicate()
+
+
+def test_attach_no_safe_point(debian_python, tmp_path):
+    """A process whose only thread waits in flock() (a call strata does not
+    borrow a thread in) is left alone: one line saying why, and it goes on
+    exactly as before once the lock is free."""
+    import fcntl
+    lock = tmp_path / "lock"
+    lock.write_text("")
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    p = plain(debian_python, "-c", "import fcntl, sys; f = open(sys.argv[1]); print('locking', flush=True); "
+              "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); sys.exit(3)", lock)
+    try:
+        assert p.stdout.readline() == "locking\n"
+        time.sleep(0.3)
+        t0 = time.time()
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata", timeout=60)
+        assert r.returncode != 0, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
+        assert "no thread of process %d reached a safe point" % p.pid in r.stderr, r.stderr
+        assert "nothing was changed" in r.stderr
+        assert time.time() - t0 < 20
+        assert not maps_agent(p.pid)
+    finally:
+        os.close(fd)
+        out, err = p.communicate(timeout=30)
+    assert (p.returncode, out, err) == (3, "locked\n", ""), (p.returncode, out, err)
+
+
+def test_attach_errors(debian_python, tmp_path):
+    sl = subprocess.Popen(["sleep", "300"])
+    try:
+        r = strata("record", "--pid", sl.pid, "-d", "1", "-o", tmp_path / "x.strata")
+        assert r.returncode != 0 and "is not a CPython process" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
+        assert not maps_agent(sl.pid)
+    finally:
+        sl.kill()
+        sl.wait()
+    p = plain(debian_python, "-c", "import time; print('up', flush=True); time.sleep(300)")
+    try:
+        assert p.stdout.readline() == "up\n"
+        empty = tmp_path / "noagent"
+        empty.mkdir()
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata",
+                   env=dict(os.environ, STRATA_AGENT_DIR=str(empty)))
+        assert r.returncode != 0 and "make PYTHONS=" in r.stderr, r.stderr
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(STRATA), "top",
+                            "--pid", str(p.pid)], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "permission denied" in r.stderr, r.stderr
+        assert not maps_agent(p.pid)
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.communicate()
+
+
+def test_top_pid_loads_agent(debian_python):
+    """top --pid on a plain process loads the agent and shows the split;
+    Ctrl-C leaves the process running with sampling off."""
+    p = plain(debian_python, PROGRAMS / "split.py", 60)
+    try:
+        time.sleep(0.3)
+        top = subprocess.Popen([str(STRATA), "top", "--pid", str(p.pid), "--no-curses", "-i", "1", "-n", "4"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        top.send_signal(signal.SIGINT)
+        out, err = top.communicate(timeout=30)
+        assert LOADED_RE.search(err), err
+        assert re.search(r"^\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+heavy\s+split.py:10", out, re.M), out
+        assert p.poll() is None
+        st = status(p.pid)
+        assert st["sampling"] == "off" and st["output"] == "", st
+    finally:
+        p.kill()
+        p.communicate()
+
+
+def test_attach_allocating_threads(python, tmp_path):
+    """Threads that allocate all the time (the allocator's locks held at
+    any moment): the load waits for a safe point, and every process ends
+    as it would have (output, exit status 5)."""
+    for i in range(2):
+        p = plain(python, PROGRAMS / "alloc_threads.py", 3)
+        try:
+            time.sleep(0.2 + 0.3 * i)
+            r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / ("a%d.strata" % i), timeout=120)
+            assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+            assert re.search(r"strata: \d+ samples, 1 process, 4 threads, 0 dropped", r.stderr), r.stderr
+        finally:
+            out, err = p.communicate(timeout=120)
+        assert (p.returncode, out, err) == (5, "done\n", ""), (p.returncode, out, err)
+
+
+def test_attach_stopped_process(debian_python, tmp_path):
+    p = plain(debian_python, "-c", "import time; print('up', flush=True); time.sleep(300)")
+    try:
+        assert p.stdout.readline() == "up\n"
+        os.kill(p.pid, signal.SIGSTOP)
+        # The stop takes effect when the kernel delivers it: wait for it.
+        for _ in range(500):
+            if "State:\tT" in Path("/proc/%d/status" % p.pid).read_text():
+                break
+            time.sleep(0.01)
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata")
+        assert r.returncode != 0 and "is stopped (job control" in r.stderr, r.stderr
+        assert Path("/proc/%d/status" % p.pid).read_text().count("State:\tT") == 1
+        # strata stack reads it, and leaves it stopped.
+        r = strata("stack", "--json", p.pid)
+        assert r.returncode == 0, r.stderr
+        assert "State:\tT" in Path("/proc/%d/status" % p.pid).read_text()
+        assert not maps_agent(p.pid)
+    finally:
+        p.kill()
+        p.communicate()
