@@ -120,14 +120,14 @@ $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 
 # The module resolves CPython's symbols from the process it is loaded into.
 PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c src/agent/py/offcheck.c
-$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/pyapi.h src/common/format.h
+$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/pyapi.h src/common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
 		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 # The same source as a reader of another process's interpreter (pyapi.h):
 # -z defs proves it refers to no symbol of CPython, so it loads anywhere.
-$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/pyapi.h src/common/format.h
+$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/pyapi.h src/common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
 		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread

@@ -303,7 +303,7 @@ static int layout_verify(char *why, size_t n)
 	if (sigsetjmp(s->guard_jb, 0) == 0) {
 		s->guard_on = 1;
 		void *ts = agent_py->ready() ? agent_py->current_tstate() : NULL;
-		got = ts ? agent_py->walk(ts, fr, 1, &missing) : 0;
+		got = ts ? agent_py->walk(ts, fr, 1, &missing, NULL) : 0;
 		s->guard_on = 0;
 	} else {
 		got = -1;

@@ -291,9 +291,8 @@ struct rsample {
 	uint16_t npy;
 	uint16_t nnative;
 	uint8_t ncounters;
-	uint8_t stack_flags;
 	uint8_t sample_flags;
-	uint8_t pad;
+	uint16_t stack_flags;
 	/* followed by: uint64_t counters[ncounters];
 	 *              struct strata_pyframe py[npy];
 	 *              uint64_t native[nnative]; */

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 5
+#define STRATA_PYAPI_VERSION 6
 
 struct strata_pysyms;
 
@@ -73,8 +73,11 @@ struct strata_pyapi {
 	void *(*current_tstate)(void);
 	/* handler: walks the frames of `tstate`, leaf first, into out[0..max).
 	 * Returns the number stored; *missing gets the number of frames beyond
-	 * the cap (counted up to a bound). */
-	int (*walk)(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing);
+	 * the cap (counted up to a bound). Unless gc is NULL, *gc gets 1 if
+	 * the thread is running the cyclic garbage collector (py/gcstate.h),
+	 * and the frame the collection started under carries PYF_GC where
+	 * the interpreter says which it is (3.15+). */
+	int (*walk)(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc);
 	/* handler (sampler thread): the PyThreadState whose thread_id is
 	 * `pthread_id` in the main interpreter, or NULL. */
 	void *(*find_tstate)(unsigned long pthread_id);
@@ -154,7 +157,7 @@ struct strata_pyreader {
 	 * interpreter, 0 if none; -1 cast to uint64_t if unreadable. */
 	uint64_t (*find_tstate)(unsigned long pthread_id);
 	/* As strata_pyapi.walk, reading the target; -1 if a read failed. */
-	int (*walk)(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing);
+	int (*walk)(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc);
 	/* As strata_pyapi.read_code. */
 	int (*read_code)(uint64_t addr, struct strata_codeinfo *out);
 	/* Before 3.11 (no co_qualname): the qualified name of a code object

@@ -75,7 +75,7 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 	h->tid = (uint32_t)s->tid;
 	h->weight = weight ? weight : 1;
 
-	volatile int n = 0;
+	volatile int n = 0, gc = 0;
 	uint32_t missing = 0;
 	/* Loaded with dlopen, nothing stops the program from replacing our
 	 * SIGSEGV handler (faulthandler.enable()); a guarded read must never
@@ -92,7 +92,9 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 			void *ts = agent_py->current_tstate();
 			if (ts) {
 				s->tstate = ts;
-				n = agent_py->walk(ts, fr, (int)depth, &missing);
+				int g = 0;
+				n = agent_py->walk(ts, fr, (int)depth, &missing, &g);
+				gc = g;
 			}
 		}
 		s->guard_on = 0;
@@ -100,9 +102,12 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 		/* The walk touched unmapped memory: keep the sample (its time
 		 * is real) without Python frames, and say so. */
 		n = 0;
+		gc = 0;
 		missing = 0;
 		h->stack_flags |= STACK_PY_FAULT;
 	}
+	if (gc)
+		h->stack_flags |= STACK_GC;
 	for (int i = 0; i < n; i++)
 		agent.code_seen[code_seen_slot(fr[i].code)] = 1;
 	if (n == 0 && !(h->stack_flags & STACK_PY_FAULT))

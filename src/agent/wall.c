@@ -42,7 +42,7 @@ static struct {
 struct wall_cache {
 	uint64_t runtime, pcount;
 	uint32_t n, missing;
-	uint8_t flags;
+	uint16_t flags;
 	int valid;
 	struct strata_pyframe fr[];
 };
@@ -142,8 +142,9 @@ static void capture_idle(struct tslot *s)
 				ts = 0;
 		}
 		uint32_t missing = 0;
-		int n = ts ? agentd_reader->walk(ts, fr, (int)depth, &missing) : 0;
-		uint8_t flags = 0;
+		int gc = 0;
+		int n = ts ? agentd_reader->walk(ts, fr, (int)depth, &missing, &gc) : 0;
+		uint16_t flags = gc ? STACK_GC : 0;
 		if (n < 0) {
 			n = 0;
 			missing = 0;

@@ -246,8 +246,23 @@ static void hottest(const struct ctx *c, const struct view *v, uint32_t hot[HOT_
 	}
 }
 
+/* Samples of the view's self that ran in the garbage collector: the
+ * file's, or for a function the sum over its lines. */
+static uint64_t view_gc(const struct view *v)
+{
+	const struct lc_file *lf = v->file;
+	if (!v->function)
+		return lf->gc[0];
+	uint64_t g = 0;
+	for (uint32_t k = 0; k < lf->nlines; k++)
+		if (lf->lines[k].line >= v->first && (!v->last || lf->lines[k].line <= v->last))
+			g += lf->lines[k].gc[0];
+	return g;
+}
+
 struct widths {
 	int num;                  /* self / total sample counts */
+	int gc;                   /* the gc column, 0 when no sample shown ran the collector */
 	int ev[STRATA_MAX_COUNTERS];
 	int ratio[RATIOS_MAX];
 	int line;
@@ -275,6 +290,8 @@ static void print_view(const struct ctx *c, const struct view *v)
 	for (uint32_t k = 0; k < lf->nlines; k++)
 		maxv = lf->lines[k].total[0] > maxv ? lf->lines[k].total[0] : maxv;
 	w.num = digits(maxv) > 5 ? digits(maxv) : 5;
+	uint64_t vgc = view_gc(v);
+	w.gc = vgc ? w.num : 0;
 	for (uint32_t e = 0; e < nev; e++) {
 		uint64_t m = 0;
 		for (uint32_t k = 0; k < lf->nlines; k++)
@@ -302,11 +319,16 @@ static void print_view(const struct ctx *c, const struct view *v)
 	}
 	printf("%s%s", c->o->color ? "\033[1m" : "", v->function ? v->function : "");
 	printf("%s%s%s", v->function ? " (" : "", short_path(lf->path, c->cwd), v->function ? ")" : "");
-	printf("%s: %" PRIu64 " samples self (%.1f%%), %" PRIu64 " total (%.1f%%)\n", off, hs[0], pct(hs[0], all),
+	printf("%s: %" PRIu64 " samples self (%.1f%%), %" PRIu64 " total (%.1f%%)", off, hs[0], pct(hs[0], all),
 	       ht[0], pct(ht[0], all));
+	if (vgc)
+		printf(", %" PRIu64 " in the garbage collector (%.1f%%)", vgc, pct(vgc, all));
+	printf("\n");
 	if (nsrc < 0)
 		printf("  (source not available: only the lines with a cost are listed)\n");
 	printf("%7s %*s %7s %*s  ", "self%", w.num, "self", "total%", w.num, "total");
+	if (w.gc)
+		printf("%*s  ", w.gc, "gc");
 	for (uint32_t e = 0; e < nev; e++)
 		printf("%*s  ", w.ev[e], p->event_names[e + 1]);
 	for (uint32_t i = 0; i < c->nr; i++)
@@ -341,6 +363,10 @@ static void print_view(const struct ctx *c, const struct view *v)
 		if (l) {
 			printf("%6.1f%% %*" PRIu64 " %6.1f%% %*" PRIu64 "  ", pct(l->self[0], all), w.num, l->self[0],
 			       pct(l->total[0], all), w.num, l->total[0]);
+			if (w.gc && l->gc[0])
+				printf("%*" PRIu64 "  ", w.gc, l->gc[0]);
+			else if (w.gc)
+				printf("%*s  ", w.gc, "");
 			for (uint32_t e = 0; e < nev; e++)
 				printf("%*" PRIu64 "  ", w.ev[e], l->self[e + 1]);
 			for (uint32_t i = 0; i < c->nr; i++) {
@@ -354,6 +380,8 @@ static void print_view(const struct ctx *c, const struct view *v)
 			}
 		} else {
 			printf("%*s", 7 + 1 + w.num + 1 + 7 + 1 + w.num + 2, "");
+			if (w.gc)
+				printf("%*s  ", w.gc, "");
 			for (uint32_t e = 0; e < nev; e++)
 				printf("%*s  ", w.ev[e], "");
 			for (uint32_t i = 0; i < c->nr; i++)
@@ -371,7 +399,8 @@ static void print_view(const struct ctx *c, const struct view *v)
 
 /* ---- JSON -------------------------------------------------------------- */
 
-static void json_costs(const struct ctx *c, const uint64_t *self, const uint64_t *total, struct json *j)
+static void json_costs(const struct ctx *c, const uint64_t *self, const uint64_t *total, uint64_t gc,
+		       struct json *j)
 {
 	const struct profile *p = c->p;
 	uint64_t all = c->lc->totals[0];
@@ -379,6 +408,8 @@ static void json_costs(const struct ctx *c, const uint64_t *self, const uint64_t
 	json_uint(j, self[0]);
 	json_key(j, "total");
 	json_uint(j, total[0]);
+	json_key(j, "gc"); /* of self, samples in the garbage collector */
+	json_uint(j, gc);
 	json_key(j, "self_pct");
 	json_double(j, pct(self[0], all));
 	json_key(j, "total_pct");
@@ -436,7 +467,7 @@ static void json_view(const struct ctx *c, const struct view *v, struct json *j)
 		if (r)
 			hs = r->self, ht = r->total;
 	}
-	json_costs(c, hs, ht, j);
+	json_costs(c, hs, ht, view_gc(v), j);
 	json_key(j, "source_available");
 	json_bool(j, source_nlines(c->src, lf->path) >= 0);
 	json_key(j, "lines");
@@ -452,7 +483,7 @@ static void json_view(const struct ctx *c, const struct view *v, struct json *j)
 		json_string(j, c->p->funcs[l->func].name);
 		json_key(j, "kind"); /* "jit": the line's samples ran in JIT-compiled code */
 		json_string(j, pkind_name(c->p->funcs[l->func].kind));
-		json_costs(c, l->self, l->total, j);
+		json_costs(c, l->self, l->total, l->gc[0], j);
 		json_key(j, "source");
 		const char *text;
 		size_t tlen;
@@ -474,6 +505,8 @@ static int annotate_json(const struct ctx *c, const struct view *v, int n)
 	json_object_begin(&j);
 	json_key(&j, "samples");
 	json_uint(&j, c->lc->totals[0]);
+	json_key(&j, "gc");
+	json_uint(&j, c->lc->gc[0]);
 	json_key(&j, "command");
 	json_string(&j, p->command ? p->command : "");
 	json_key(&j, "events");

@@ -534,7 +534,7 @@ int cmd_stack(int argc, char **argv)
 		t->pthread = pts[k].thread_id;
 		int got = -1;
 		for (int tries = 0; tries < (paused ? 1 : 5) && got < 0; tries++)
-			got = p.reader->walk(pts[k].tstate, t->fr, MAX_FRAMES, &t->missing);
+			got = p.reader->walk(pts[k].tstate, t->fr, MAX_FRAMES, &t->missing, NULL);
 		t->fault = got < 0;
 		t->n = got < 0 ? 0 : got;
 		for (int f = 0; f < t->n; f++)

@@ -155,9 +155,15 @@ enum stack_flags {
 	 * into JIT code found on the stack (STACK_JIT_RETURN too). */
 	STACK_JIT_RETURN = 1 << 6,
 	STACK_JIT_LEAF = 1 << 7,
+	/* The thread was running CPython's cyclic garbage collector (its
+	 * callbacks and the finalizers it calls included). */
+	STACK_GC = 1 << 8,
 };
 enum pyframe_flags {
 	PYF_ENTRY = 1 << 0, /* frame entered from C (one C-level eval activation starts here) */
+	/* With STACK_GC: the collection started while this frame ran (3.15+
+	 * say which frame; elsewhere no frame carries it). */
+	PYF_GC = 1 << 1,
 };
 enum sample_flags { SAMPLE_IDLE = 1 << 0 /* thread was blocked (wall mode) */ };
 

@@ -166,3 +166,30 @@ int interp_is_machinery(const char *name)
 	}
 	return 0;
 }
+
+/* The collector's entry points (Modules/gcmodule.c, 3.13+ Python/gc.c):
+ * an automatic collection (collect_generations, gc_collect_generations,
+ * 3.12+ _Py_RunGC from the eval breaker), an explicit one (gc.collect()'s
+ * gc_collect, PyGC_Collect, _PyGC_CollectNoFail at shutdown), and the
+ * collection itself (3.8, 3.9 collect; 3.10+ gc_collect_main; 3.13+
+ * _PyGC_Collect and its per-kind parts). Any of them marks the collector;
+ * the outermost one found counts. */
+static const char *const gc_entry[] = {
+	"collect", "collect_with_callback", "collect_generations", "gc_collect_main", "gc_collect_with_callback",
+	"gc_collect_generations", "gc_collect", "gc_collect_impl", "PyGC_Collect", "_PyGC_Collect",
+	"_PyGC_CollectNoFail", "_PyGC_CollectIfEnabled", "_Py_RunGC", "gc_collect_full", "gc_collect_young",
+	"gc_collect_increment", "gc_collect_region",
+};
+
+int interp_is_gc(const char *name)
+{
+	if (!name)
+		return 0;
+	size_t n = strcspn(name, ".@");
+	if (name[n] == '@')
+		return 0;
+	for (size_t i = 0; i < sizeof(gc_entry) / sizeof(gc_entry[0]); i++)
+		if (!strncmp(name, gc_entry[i], n) && gc_entry[i][n] == 0)
+			return 1;
+	return 0;
+}

@@ -21,4 +21,11 @@
  * cannot be told apart) counts as machinery. */
 int interp_is_machinery(const char *name);
 
+/* Whether `name` (as above) is one of the garbage collector's entry
+ * functions: in a sample taken while the collector ran (STACK_GC), the
+ * outermost such frame marks where the collection began, and the "[gc]"
+ * frame goes under the Python frame outside it (merge_gc_under). These
+ * are shown like the rest of CPython's work. */
+int interp_is_gc(const char *name);
+
 #endif

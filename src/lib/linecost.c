@@ -34,6 +34,7 @@ void linecost_free(struct linecost *lc)
 		free(lc->files[i].lines);
 	free(lc->files);
 	free(lc->totals);
+	free(lc->gc);
 	free(lp->block);
 	free(lp);
 }
@@ -158,11 +159,12 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 	int ok = 0;
 	uint32_t *frame_key = malloc(((size_t)p->nframes + 1) * sizeof(uint32_t));
 	uint32_t *self_key = malloc((size_t)nn * sizeof(uint32_t));
-	uint8_t *first = calloc(nn, 1), *hit = calloc(nn, 1);
+	uint8_t *first = calloc(nn, 1), *hit = calloc(nn, 1), *in_gc = calloc(nn, 1);
 	uint64_t *cost = calloc((size_t)nn * ne, sizeof(uint64_t));
-	uint64_t *kself = NULL, *ktotal = NULL, *fself = NULL, *ftotal = NULL;
+	uint64_t *kself = NULL, *ktotal = NULL, *fself = NULL, *ftotal = NULL, *kgc = NULL, *fgc = NULL;
 	lc->totals = calloc(ne, sizeof(uint64_t));
-	if (!frame_key || !self_key || !first || !hit || !cost || !lc->totals)
+	lc->gc = calloc(ne, sizeof(uint64_t));
+	if (!frame_key || !self_key || !first || !hit || !in_gc || !cost || !lc->totals || !lc->gc)
 		goto fail;
 
 	/* 1: frame → key. */
@@ -177,13 +179,17 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 			goto fail;
 	}
 
-	/* 2: per node, where self cost goes and what occurs first here. */
+	/* 2: per node, where self cost goes, whether it ran in the
+	 * collector (a "[gc]" frame on its path, and no line since), and
+	 * what occurs first here. */
 	enum { FIRST_KEY = 1, FIRST_FILE = 2 };
 	self_key[0] = MAP_NONE;
 	for (uint32_t n = 1; n < nn; n++) {
 		const struct pnode *nd = &p->nodes[n];
 		uint32_t k = frame_key[nd->frame];
 		self_key[n] = k != MAP_NONE ? k : self_key[nd->parent];
+		const struct pfunc *fn = &p->funcs[p->frames[nd->frame].func];
+		in_gc[n] = k == MAP_NONE && ((fn->kind == PK_OTHER && !strcmp(fn->name, PROFILE_GC)) || in_gc[nd->parent]);
 		if (k == MAP_NONE)
 			continue;
 		uint8_t fl = FIRST_KEY | FIRST_FILE;
@@ -214,22 +220,33 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 	}
 	kself = calloc(((size_t)b.nkeys + 1) * ne, sizeof(uint64_t));
 	ktotal = calloc(((size_t)b.nkeys + 1) * ne, sizeof(uint64_t));
+	kgc = calloc(((size_t)b.nkeys + 1) * ne, sizeof(uint64_t));
 	fself = calloc(((size_t)b.nfiles + 1) * ne, sizeof(uint64_t));
 	ftotal = calloc(((size_t)b.nfiles + 1) * ne, sizeof(uint64_t));
+	fgc = calloc(((size_t)b.nfiles + 1) * ne, sizeof(uint64_t));
 	uint8_t *kseen = calloc(b.nkeys + 1, 1), *fseen = calloc(b.nfiles + 1, 1);
-	if (!kself || !ktotal || !fself || !ftotal || !kseen || !fseen) {
+	if (!kself || !ktotal || !kgc || !fself || !ftotal || !fgc || !kseen || !fseen) {
 		free(kseen);
 		free(fseen);
 		goto fail;
 	}
 	for (uint32_t n = 1; n < nn; n++) {
-		if (!hit[n] || self_key[n] == MAP_NONE)
+		if (!hit[n])
+			continue;
+		const uint64_t *c = cost + (size_t)n * ne;
+		if (in_gc[n])
+			for (uint32_t e = 0; e < ne; e++)
+				lc->gc[e] += c[e];
+		if (self_key[n] == MAP_NONE)
 			continue;
 		uint32_t k = self_key[n], fid = b.kfile[k];
-		const uint64_t *c = cost + (size_t)n * ne;
 		for (uint32_t e = 0; e < ne; e++) {
 			kself[(size_t)k * ne + e] += c[e];
 			fself[(size_t)fid * ne + e] += c[e];
+			if (in_gc[n]) {
+				kgc[(size_t)k * ne + e] += c[e];
+				fgc[(size_t)fid * ne + e] += c[e];
+			}
 		}
 		kseen[k] = fseen[fid] = 1;
 	}
@@ -263,7 +280,7 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 	for (uint32_t i = 0; i < b.nkeys; i++)
 		nk += kseen[i];
 	lc->files = calloc(nf ? nf : 1, sizeof(*lc->files));
-	lp->block = malloc(((size_t)nf + nk) * 2 * ne * sizeof(uint64_t) + 1);
+	lp->block = malloc(((size_t)nf + nk) * 3 * ne * sizeof(uint64_t) + 1);
 	uint32_t *fslot = malloc(((size_t)b.nfiles + 1) * sizeof(uint32_t));
 	if (!lc->files || !lp->block || !fslot) {
 		free(kseen);
@@ -283,6 +300,9 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 		blk += ne;
 		lf->total = blk;
 		memcpy(blk, ftotal + (size_t)i * ne, ne * sizeof(uint64_t));
+		blk += ne;
+		lf->gc = blk;
+		memcpy(blk, fgc + (size_t)i * ne, ne * sizeof(uint64_t));
 		blk += ne;
 		fslot[i] = lc->nfiles++;
 	}
@@ -314,6 +334,9 @@ struct linecost *linecost_build(const struct profile *p, const struct agg_filter
 		ll->total = blk;
 		memcpy(blk, ktotal + (size_t)k * ne, ne * sizeof(uint64_t));
 		blk += ne;
+		ll->gc = blk;
+		memcpy(blk, kgc + (size_t)k * ne, ne * sizeof(uint64_t));
+		blk += ne;
 	}
 	free(cnt);
 	free(kseen);
@@ -332,11 +355,14 @@ fail:
 	free(self_key);
 	free(first);
 	free(hit);
+	free(in_gc);
 	free(cost);
 	free(kself);
 	free(ktotal);
+	free(kgc);
 	free(fself);
 	free(ftotal);
+	free(fgc);
 	free(b.fpath);
 	free(b.kfile);
 	free(b.kline);

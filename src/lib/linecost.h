@@ -14,6 +14,9 @@
  * stack. Frames of other kinds (native code, markers) are skipped, so a
  * sample that ends in C code called from line 12 is self cost of line 12:
  * what that line cost, as `annotate` means it.
+ *   gc     the part of self that ran in CPython's garbage collector: the
+ *          samples with a "[gc]" frame below the line's frame and no
+ *          other Python line between (a finalizer's own lines are theirs).
  */
 #ifndef STRATA_LINECOST_H
 #define STRATA_LINECOST_H
@@ -25,12 +28,14 @@
 struct lc_line {
 	uint32_t line;
 	uint64_t *self, *total;  /* one per event */
+	uint64_t *gc;            /* one per event: of self, in the collector */
 	uint32_t func;           /* the function most of its samples ran in */
 };
 
 struct lc_file {
 	const char *path;        /* the profile's string */
 	uint64_t *self, *total;  /* one per event */
+	uint64_t *gc;            /* one per event: of self, in the collector */
 	struct lc_line *lines;   /* sorted by line number */
 	uint32_t nlines;
 };
@@ -38,6 +43,7 @@ struct lc_file {
 struct linecost {
 	uint32_t nevents;
 	uint64_t *totals;        /* over the filtered samples */
+	uint64_t *gc;            /* of totals, in the collector ("[gc]" anywhere) */
 	struct lc_file *files;   /* by total samples, most first */
 	uint32_t nfiles;
 };

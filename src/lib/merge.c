@@ -89,3 +89,28 @@ uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_n
 		*st = s;
 	return n;
 }
+
+uint32_t merge_gc_under(const uint32_t *pyflags, const struct merge_frame *out, uint32_t m,
+			const struct merge_native *nat)
+{
+#define IS_PY(k) (!out || out[k].kind == MERGE_PY)
+#define PY_INDEX(k) (out ? out[k].index : (k))
+	for (uint32_t k = 0; k < m; k++)
+		if (IS_PY(k) && (pyflags[PY_INDEX(k)] & PYF_GC))
+			return k;
+	if (out && nat) {
+		uint32_t outside = m; /* the Python frame nearest the root side */
+		for (uint32_t k = m; k-- > 0;) {
+			if (out[k].kind == MERGE_PY)
+				outside = k;
+			else if (out[k].kind == MERGE_NATIVE && nat[out[k].index].gc)
+				return outside;
+		}
+	}
+	for (uint32_t k = 0; k < m; k++)
+		if (IS_PY(k))
+			return k;
+	return m;
+#undef IS_PY
+#undef PY_INDEX
+}

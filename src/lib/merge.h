@@ -32,6 +32,8 @@ struct merge_native {
 	int callsite;     /* an eval activation with code inlined where it called
 	                   * out: with keep_interpreter, that code is placed under
 	                   * the activation's Python frames (MERGE_CALLSITE) */
+	int gc;           /* one of the garbage collector's entry functions
+	                   * (interp.h): only merge_gc_under reads it */
 };
 
 enum merge_kind { MERGE_PY = 0, MERGE_NATIVE = 1, MERGE_CALLSITE = 2 };
@@ -57,6 +59,20 @@ struct merge_stats {
  * the number of frames stored. */
 uint32_t merge_stack(const uint32_t *pyflags, uint32_t npy, const struct merge_native *nat, uint32_t nnative,
 		     int native_complete, int keep_interpreter, struct merge_frame *out, struct merge_stats *st);
+
+/* A sample taken while the garbage collector ran (STACK_GC) gets a "[gc]"
+ * frame directly under the Python frame the collection started under:
+ *  1. the frame marked PYF_GC, where the interpreter says which (3.15+);
+ *  2. else the Python frame just outside the outermost native frame of the
+ *     collector (nat[].gc), where the collector's functions have names
+ *     (right even when a finalizer's Python frames run inside it);
+ *  3. else the innermost Python frame.
+ * out[0..m) is merge_stack's result; NULL means the Python frames alone,
+ * leaf first (m == npy, no native frames). Returns the position in out of
+ * that Python frame, or m when the stack has no Python frame ([gc] then
+ * goes at the root). */
+uint32_t merge_gc_under(const uint32_t *pyflags, const struct merge_frame *out, uint32_t m,
+			const struct merge_native *nat);
 
 /* Whether a function name is the eval loop or one of its split-off parts. */
 int merge_is_eval_name(const char *name);

@@ -258,6 +258,11 @@ const struct pnative *native_lookup(struct profile *p, uint32_t st, uint64_t add
 			si.interpreter = perfmap_is_cpython_trampoline(pm->name);
 		nv.eval = (uint8_t)si.eval;
 		nv.interpreter = (uint8_t)si.interpreter;
+		if (si.interpreter && si.module) {
+			nv.gc = (uint8_t)interp_is_gc(si.name);
+			for (uint32_t k = 0; k < si.ninl && !nv.gc; k++)
+				nv.gc = (uint8_t)interp_is_gc(si.inl[k].name);
+		}
 		if (pm) {
 			/* Named by the perf map (no DWARF, no inlining). */
 			if (in->opts.keep_interpreter || !si.interpreter) {

@@ -44,6 +44,8 @@ struct pnative {
 	uint16_t callsite_depth;
 	uint8_t eval;         /* an activation of CPython's eval loop */
 	uint8_t interpreter;  /* CPython's own code */
+	uint8_t gc;           /* the interpreter's, and a garbage collector entry
+	                       * (interp_is_gc), itself or inlined there */
 };
 
 /* What a native stack record said about its unwinding, per stack

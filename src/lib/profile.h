@@ -25,7 +25,10 @@
  * before the interpreter ran any Python code or after it began finalizing,
  * "[no Python frame]" for a sample taken while the thread ran no Python
  * code (interpreter start-up, a non-Python thread), "[unreadable frames]"
- * when the agent could not read the stack (at the root of a partial one).
+ * when the agent could not read the stack (at the root of a partial one),
+ * "[gc]" (PROFILE_GC) for the time CPython's cyclic garbage collector ran:
+ * directly under the Python frame whose allocation set it off (the
+ * collector's own frames, with --native, under it).
  * A damaged file adds two more: "[unknown stack]" for a sample whose
  * stack record was lost, "[unknown code]" for a frame whose code record
  * was lost.
@@ -58,6 +61,9 @@
 #include <stdio.h>
 
 #include "reader.h"
+
+/* The synthetic frame of the garbage collector's time. */
+#define PROFILE_GC "[gc]"
 
 enum pkind { PK_PYTHON = 0, PK_NATIVE = 1, PK_JIT = 2, PK_OTHER = 3 };
 /* "python", "native", "jit", "other" */

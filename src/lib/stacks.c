@@ -3,7 +3,9 @@
  *
  * This is the single place where a recorded stack becomes frames, so that
  * everything a stack can carry is merged here: the Python frames, the
- * synthetic markers, and the native addresses recorded with --native,
+ * synthetic markers ("[gc]" under the Python frame whose allocation set
+ * the garbage collector off, merge_gc_under), and the native addresses
+ * recorded with --native,
  * symbolized by native.c and merged with the Python frames by merge.c
  * (each interpreter activation, _PyEval_EvalFrameDefault, replaced by the
  * Python frames it runs; CPython's other frames hidden unless
@@ -147,6 +149,8 @@ static void *merge_reserve(struct profile_internal *in, size_t n)
 	return in->merge_scratch;
 }
 
+static uint32_t gc_frame(struct profile *p) { return profile_marker_frame(p, PROFILE_GC); }
+
 /* The root-first frames of a stack with native addresses, in in->scratch:
  * the Python and native frames merged in the order they ran. Where the
  * native walk stopped early, the Python frames it could not reach sit at
@@ -173,12 +177,13 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 		if (!nv)
 			return UINT32_MAX;
 		mn[i] = (struct merge_native){ .eval = nv->eval, .interpreter = nv->interpreter,
-					       .hidden = nv->frame == PNONE, .callsite = nv->callsite != PNONE };
+					       .hidden = nv->frame == PNONE, .callsite = nv->callsite != PNONE,
+					       .gc = nv->gc };
 		nframe[i] = nv->frame;
 		ncall[i] = nv->callsite;
 		nframes += nv->depth + nv->callsite_depth;
 	}
-	if (nframes + npy + 2 > UINT32_MAX || scratch_reserve(in, (uint32_t)(nframes + npy + 2)))
+	if (nframes + npy + 3 > UINT32_MAX || scratch_reserve(in, (uint32_t)(nframes + npy + 3)))
 		return UINT32_MAX;
 	for (uint32_t i = 0; i < npy; i++)
 		pyflags[i] = r->py[i].flags;
@@ -194,6 +199,10 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 	uint32_t mk = root_marker(p, r);
 	if (mk != PNONE)
 		fr[n++] = mk;
+	/* [gc] goes under mf[gc_at], or at the root (gc_at == m). */
+	uint32_t gc_at = r->flags & STACK_GC ? merge_gc_under(pyflags, mf, m, mn) : UINT32_MAX;
+	if (gc_at == m)
+		fr[n++] = gc_frame(p);
 	for (uint32_t k = m; k-- > 0;) {
 		if (mf[k].kind == MERGE_PY) {
 			fr[n++] = py_frame(p, st, &r->py[mf[k].index]);
@@ -207,6 +216,8 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 			for (uint32_t g = f, j = n; g != PNONE; g = p->frames[g].inlined_into)
 				fr[--j] = g;
 		}
+		if (k == gc_at)
+			fr[n++] = gc_frame(p);
 		if (k == cut && cut > 0)
 			fr[n++] = profile_marker_frame(p, "[native stack incomplete]");
 	}
@@ -219,7 +230,7 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 static uint32_t jit_leaf_path(struct profile *p, uint32_t st, const struct rec_stack *r)
 {
 	struct profile_internal *in = p->in;
-	if (scratch_reserve(in, r->npy + r->nnative + 1))
+	if (scratch_reserve(in, r->npy + r->nnative + 2))
 		return UINT32_MAX;
 	uint32_t *fr = in->scratch, n = 0;
 	uint32_t mk = root_marker(p, r);
@@ -231,6 +242,9 @@ static uint32_t jit_leaf_path(struct profile *p, uint32_t st, const struct rec_s
 		int call = i > 0 || (r->flags & STACK_JIT_RETURN);
 		fr[n++] = native_jit_frame(p, st, r->native[i], call);
 	}
+	/* The collector ran from code the JIT code called. */
+	if (r->flags & STACK_GC)
+		fr[n++] = gc_frame(p);
 	return n;
 }
 
@@ -267,8 +281,8 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 		fr = in->scratch;
 	} else {
 		/* Root first: at most one marker, then the Python frames root
-		 * to leaf. */
-		if (scratch_reserve(in, r->npy + 1)) {
+		 * to leaf, [gc] under the one the collection started under. */
+		if (scratch_reserve(in, r->npy + 2)) {
 			in->oom = 1;
 			return PNONE;
 		}
@@ -276,8 +290,24 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 		uint32_t mk = root_marker(p, r);
 		if (mk != PNONE)
 			fr[n++] = mk;
-		for (uint32_t i = r->npy; i-- > 0;)
+		uint32_t gc_at = UINT32_MAX;
+		if (r->flags & STACK_GC) {
+			uint32_t *pyflags = merge_reserve(in, (size_t)r->npy * sizeof(uint32_t) + 16);
+			if (!pyflags) {
+				in->oom = 1;
+				return PNONE;
+			}
+			for (uint32_t i = 0; i < r->npy; i++)
+				pyflags[i] = r->py[i].flags;
+			gc_at = merge_gc_under(pyflags, NULL, r->npy, NULL);
+			if (gc_at == r->npy)
+				fr[n++] = gc_frame(p);
+		}
+		for (uint32_t i = r->npy; i-- > 0;) {
 			fr[n++] = py_frame(p, st, &r->py[i]);
+			if (i == gc_at)
+				fr[n++] = gc_frame(p);
+		}
 	}
 	if (nflags && u64map_put(&in->native_stacks, (uint64_t)st << 32 | r->index, nflags)) {
 		in->oom = 1;

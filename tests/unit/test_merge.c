@@ -54,6 +54,7 @@ static void run(const char *name, const uint32_t *py, uint32_t npy, const struct
 #define INTERP { 0, 1, 1, 0 }
 #define WORK { 0, 1, 0, 0 }
 #define C { 0, 0, 0, 0 }
+#define GCWORK { 0, 1, 0, 0, 1 } /* the garbage collector (gc_collect_main) */
 
 int main(void)
 {
@@ -184,6 +185,45 @@ int main(void)
 		}
 	checks += 2;
 	CHECK(interp_is_machinery(NULL));
+
+	/* Where "[gc]" goes (merge_gc_under). Python frames alone: under
+	 * the innermost, or the one marked PYF_GC; none: at the root. */
+	{
+		const uint32_t py[] = { 0, E, E };
+		CHECK(merge_gc_under(py, NULL, 3, NULL) == 0);
+		const uint32_t marked[] = { E, E | PYF_GC, E };
+		CHECK(merge_gc_under(marked, NULL, 3, NULL) == 1);
+		CHECK(merge_gc_under(py, NULL, 0, NULL) == 0);
+	}
+	/* A line's allocation set the collector off (N5 runs P1, the line;
+	 * N4 _PyObject_GC_Link; N3 gc_collect_main), which called a
+	 * finalizer (N2 hidden slot_tp_finalize, N1 runs P0, __del__) that
+	 * is in N0. Merged, leaf first: N0 P0 N3 N4 P1. [gc] goes under P1,
+	 * the frame outside the collector; without the collector's names,
+	 * under the innermost Python frame (P0); PYF_GC wins over both. */
+	{
+		const uint32_t py[] = { E, E };
+		const struct merge_native nat[] = { WORK, EVAL, INTERP, GCWORK, WORK, EVAL, C };
+		struct merge_frame out[32];
+		uint32_t k = merge_stack(py, 2, nat, 7, 1, 0, out, NULL);
+		char got[128];
+		render(got, sizeof(got), out, k);
+		CHECK(!strcmp(got, "N0 P0 N3 N4 P1"));
+		CHECK(merge_gc_under(py, out, k, nat) == 4);
+		const struct merge_native unnamed[] = { WORK, EVAL, INTERP, WORK, WORK, EVAL, C };
+		CHECK(merge_gc_under(py, out, k, unnamed) == 1);
+		const uint32_t marked[] = { E | PYF_GC, E };
+		CHECK(merge_gc_under(marked, out, k, nat) == 1);
+		/* The collector at shutdown, no Python frame: at the root. */
+		k = merge_stack(py, 0, nat + 2, 5, 1, 0, out, NULL);
+		CHECK(merge_gc_under(py, out, k, nat + 2) == k);
+	}
+	static const char *const gc_names[] = { "gc_collect_main", "collect.constprop.0", "_PyGC_Collect",
+						"_Py_RunGC", "gc_collect", "PyGC_Collect", "gc_collect_region" };
+	for (size_t i = 0; i < sizeof(gc_names) / sizeof(gc_names[0]); i++)
+		CHECK(interp_is_gc(gc_names[i]));
+	CHECK(!interp_is_gc("collections_exec") && !interp_is_gc("subtract_refs") && !interp_is_gc(NULL) &&
+	      !interp_is_gc("gc_collect@plt") && !interp_is_gc("PyObject_GC_Del"));
 	printf("test_merge: %d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;
 }

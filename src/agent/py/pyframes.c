@@ -423,6 +423,8 @@ static PyThreadState *bound_tstate(void) { return pthread_getspecific(tss_key())
 #define bound_tstate_gil bound_tstate
 #endif
 
+#include "gcstate.h"
+
 /* ===== frames ========================================================== */
 
 static int py_phase(void)
@@ -436,17 +438,27 @@ static int py_phase(void)
  * corrupt (cyclic) chain cannot keep the handler busy. */
 #define MISSING_COUNT_MAX 100000
 
-static int walk_frames(PyThreadState *ts, struct strata_pyframe *out, int max, uint32_t *missing)
+/* Walks the frames of ts, leaf first. With gc non-NULL, *gc says whether
+ * ts's thread is running the garbage collector (gcstate.h); where the
+ * interpreter names the frame the collection started under (3.15+), that
+ * frame (or the first one shown outside it) carries PYF_GC. */
+static int walk_frames(PyThreadState *ts, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
 {
 	int n = 0;
 	uint32_t extra = 0;
 	*missing = 0;
+	if (gc)
+		*gc = 0;
 	if (!ts)
 		return 0;
+	pyframe_t *gc_start = NULL;
+	int collecting = gc && gc_candidate(ts, &gc_start), met = 0, mark = 0;
 	/* Every step counts against the bound, shown or not, so that a
 	 * corrupt chain that loops through skipped frames still ends. */
 	long steps = (long)max + MISSING_COUNT_MAX;
 	for (pyframe_t *f = first_frame(ts); f && steps > 0; f = frame_prev(f), steps--) {
+		if (gc_start && f == gc_start)
+			met = mark = 1;
 		if (frame_shim(f))
 			continue;
 		PyCodeObject *co = frame_code(f);
@@ -465,13 +477,21 @@ static int walk_frames(PyThreadState *ts, struct strata_pyframe *out, int max, u
 			out[n].code = (uint64_t)(uintptr_t)co;
 			out[n].lasti = frame_lasti(f, co);
 			out[n].first = (uint16_t)LD(co->co_firstlineno);
-			out[n].flags = frame_is_entry(f) ? PYF_ENTRY : 0;
+			out[n].flags = (frame_is_entry(f) ? PYF_ENTRY : 0) | (mark ? PYF_GC : 0);
+			mark = 0;
 			n++;
 		} else if (++extra >= MISSING_COUNT_MAX) {
 			break;
 		}
 	}
 	*missing = extra;
+	if (gc_start && !met) {
+		/* Another thread's collection (this one holds the GIL while
+		 * a finalizer of it has let the GIL go). */
+		collecting = 0;
+	}
+	if (gc)
+		*gc = collecting;
 	return n;
 }
 
@@ -488,24 +508,6 @@ static PyThreadState *find_thread(unsigned long pthread_id)
 }
 
 #ifdef STRATA_REMOTE
-/* The thread state holding the GIL of the main interpreter, or NULL. Up to
- * 3.11 the runtime keeps it (gilstate.tstate_current, cleared before the
- * GIL is dropped); 3.12 gave each interpreter its own GIL, whose last
- * holder is the holder while it is locked. */
-static PyThreadState *gil_owner(PyInterpreterState *interp)
-{
-#if PY_VERSION_HEX < 0x030C0000
-	(void)interp;
-	return (PyThreadState *)(uintptr_t)LD(RUNTIME->gilstate.tstate_current._value);
-#elif PY_VERSION_HEX < 0x030D0000
-	struct _gil_runtime_state *g = LD(interp->ceval.gil);
-	return g && LD(g->locked._value) ? (PyThreadState *)(uintptr_t)LD(g->last_holder._value) : NULL;
-#else
-	struct _gil_runtime_state *g = LD(interp->ceval.gil);
-	return g && LD(g->locked) ? LD(g->last_holder) : NULL;
-#endif
-}
-
 static int list_threads(struct strata_pythread *out, int max)
 {
 	PyInterpreterState *interp = LD(RUNTIME->interpreters.main);
@@ -551,9 +553,9 @@ static void *py_current_tstate(void)
 	return bound_tstate();
 }
 
-static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing)
+static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
 {
-	return walk_frames(tstate, out, max, missing);
+	return walk_frames(tstate, out, max, missing, gc);
 }
 
 static void *py_find_tstate(unsigned long pthread_id) { return find_thread(pthread_id); }
@@ -750,15 +752,22 @@ static const struct offcheck_field layout_fields[] = {
 	OFFCHECK(interpreter_state, threads_head, offsetof(PyInterpreterState, threads.head)),
 	OFFCHECK(thread_state, next, offsetof(PyThreadState, next)),
 	OFFCHECK(thread_state, thread_id, offsetof(PyThreadState, thread_id)),
-#if PY_VERSION_HEX >= 0x030F0000
-	/* 3.15's bound_tstate(): every interpreter, the GIL's last holder
+	/* gc_candidate(), and 3.15's bound_tstate(): the GIL's holder
 	 * (interp->ceval.gil points at interp->_gil in builds with a GIL, so
-	 * last_holder is checked where the table has it) and its holds_gil */
-	OFFCHECK(runtime_state, interpreters_head, offsetof(_PyRuntimeState, interpreters.head)),
-	OFFCHECK(interpreter_state, next, offsetof(PyInterpreterState, next)),
+	 * locked and last_holder are checked where the table has them) */
 	OFFCHECK(interpreter_state, ceval_gil, offsetof(PyInterpreterState, ceval.gil)),
 	OFFCHECK(interpreter_state, gil_runtime_state, offsetof(PyInterpreterState, _gil)),
+	OFFCHECK(interpreter_state, gil_runtime_state_locked, offsetof(PyInterpreterState, _gil.locked)),
 	OFFCHECK(interpreter_state, gil_runtime_state_holder, offsetof(PyInterpreterState, _gil.last_holder)),
+	/* gc_candidate(): the thread's interpreter, its collector's state */
+	OFFCHECK(thread_state, interp, offsetof(PyThreadState, interp)),
+	OFFCHECK(interpreter_state, gc, offsetof(PyInterpreterState, gc)),
+	OFFCHECK(gc, collecting, offsetof(struct _gc_runtime_state, collecting)),
+#if PY_VERSION_HEX >= 0x030F0000
+	OFFCHECK(gc, frame, offsetof(struct _gc_runtime_state, frame)),
+	/* 3.15's bound_tstate(): every interpreter, and holds_gil */
+	OFFCHECK(runtime_state, interpreters_head, offsetof(_PyRuntimeState, interpreters.head)),
+	OFFCHECK(interpreter_state, next, offsetof(PyInterpreterState, next)),
 	OFFCHECK(thread_state, holds_gil, offsetof(PyThreadState, holds_gil)),
 #endif
 	/* walk_frames(): the chain, each frame's code object, its
@@ -1016,13 +1025,15 @@ static uint64_t rp_find_tstate(unsigned long pthread_id)
 	return (uint64_t)(uintptr_t)find_thread(pthread_id);
 }
 
-static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing)
+static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
 {
 	remote_begin();
 	*missing = 0;
+	if (gc)
+		*gc = 0;
 	if (setjmp(remote_fail))
 		return -1;
-	return walk_frames((PyThreadState *)(uintptr_t)tstate, out, max, missing);
+	return walk_frames((PyThreadState *)(uintptr_t)tstate, out, max, missing, gc);
 }
 
 static int rp_threads(struct strata_pythread *out, int max)
