@@ -322,7 +322,7 @@ static void print_view(const struct ctx *c, const struct view *v)
 	printf("%s: %" PRIu64 " samples self (%.1f%%), %" PRIu64 " total (%.1f%%)", off, hs[0], pct(hs[0], all),
 	       ht[0], pct(ht[0], all));
 	if (vgc)
-		printf(", %" PRIu64 " in the garbage collector (%.1f%%)", vgc, pct(vgc, all));
+		printf(", of which %" PRIu64 " in the garbage collector (%.1f%%)", vgc, pct(vgc, all));
 	printf("\n");
 	if (nsrc < 0)
 		printf("  (source not available: only the lines with a cost are listed)\n");
