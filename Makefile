@@ -46,8 +46,8 @@ AGENT_SRC  = src/agent/agent.c src/agent/link.c src/agent/ctlsock.c src/agent/si
 	     src/agent/threads.c src/agent/process.c src/agent/sleeps.c src/agent/unwind.c src/agent/jit.c \
 	     $(AGENT_SHARED)
 AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/control.c src/agent/wall.c src/agent/scan.c \
-	     src/agent/unwind-build.c src/agent/jit-poll.c src/agent/remote.c src/agent/perfread.c \
-	     src/agent/jitdump.c $(AGENT_SHARED)
+	     src/agent/unwind-build.c src/agent/cfi-synth.c src/agent/jit-poll.c src/agent/remote.c \
+	     src/agent/perfread.c src/agent/jitdump.c $(AGENT_SHARED)
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
@@ -59,6 +59,9 @@ CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
+# The helper derives unwind rules for JIT code without CFI (cfi-synth.c)
+# with capstone; the library in the profiled process does not link it.
+AGENTD_LIBS = $(AGENT_LIBS) -lcapstone
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
@@ -116,7 +119,7 @@ $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 
 $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENT_LIBS)
+	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENTD_LIBS)
 
 # The module resolves CPython's symbols from the process it is loaded into.
 PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c src/agent/py/offcheck.c

@@ -66,6 +66,8 @@ struct jimg {
 	uint64_t eh_addr, eh_len;      /* its loaded .eh_frame (relocated), 0 if none */
 	uint32_t nranges;
 	uint64_t (*ranges)[2];
+	uint32_t nfuncs;
+	uint64_t (*funcs)[2];          /* its functions (symbol table), sorted, disjoint */
 	uint32_t desc;                 /* index of the descriptor that lists it */
 	int seen;                      /* found by the current walk */
 	int announced;                 /* REC_JIT_IMAGE written in the current stream */
@@ -196,6 +198,53 @@ static void find_descriptors(void)
 /* The executable sections' run-time ranges and the loaded .eh_frame of an
  * image, from its section headers. Returns 0, or -1 if it is no ELF we
  * can use. */
+static int func_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The image's functions from its symbol table: where each runs (its
+ * section's load address plus the symbol's offset, as in jitsym.c), for
+ * unwind rules derived from code that has no CFI (cfi-synth.h). */
+static void image_funcs(struct jimg *g, const uint8_t *e, size_t len, const Elf64_Ehdr *eh)
+{
+	for (uint32_t i = 0; i < eh->e_shnum && !g->funcs; i++) {
+		Elf64_Shdr s;
+		memcpy(&s, e + eh->e_shoff + (size_t)i * sizeof(s), sizeof(s));
+		if (s.sh_type != SHT_SYMTAB || s.sh_offset > len || s.sh_size > len - s.sh_offset)
+			continue;
+		size_t n = s.sh_size / sizeof(Elf64_Sym);
+		g->funcs = calloc(n ? n : 1, sizeof(g->funcs[0]));
+		if (!g->funcs)
+			return;
+		for (size_t k = 0; k < n; k++) {
+			Elf64_Sym y;
+			memcpy(&y, e + s.sh_offset + k * sizeof(y), sizeof(y));
+			if (ELF64_ST_TYPE(y.st_info) != STT_FUNC || !y.st_size || !y.st_shndx || y.st_shndx >= eh->e_shnum)
+				continue;
+			Elf64_Shdr t;
+			memcpy(&t, e + eh->e_shoff + (size_t)y.st_shndx * sizeof(t), sizeof(t));
+			if (!(t.sh_flags & SHF_EXECINSTR) || !t.sh_addr || y.st_value + y.st_size > t.sh_size)
+				continue;
+			g->funcs[g->nfuncs][0] = t.sh_addr + y.st_value;
+			g->funcs[g->nfuncs][1] = t.sh_addr + y.st_value + y.st_size;
+			g->nfuncs++;
+		}
+	}
+	if (!g->nfuncs)
+		return;
+	qsort(g->funcs, g->nfuncs, sizeof(g->funcs[0]), func_cmp);
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < g->nfuncs; i++)
+		if (!m || g->funcs[i][0] >= g->funcs[m - 1][1]) {
+			g->funcs[m][0] = g->funcs[i][0];
+			g->funcs[m][1] = g->funcs[i][1];
+			m++;
+		}
+	g->nfuncs = m;
+}
+
 static int parse_image(struct jimg *g, const uint8_t *e, size_t len)
 {
 	if (len < sizeof(Elf64_Ehdr) || memcmp(e, ELFMAG, SELFMAG) || e[EI_CLASS] != ELFCLASS64)
@@ -243,6 +292,7 @@ static int parse_image(struct jimg *g, const uint8_t *e, size_t len)
 	if (!g->nranges) {
 		g->start = g->end = 0;
 	}
+	image_funcs(g, e, len, &eh);
 	return 0;
 }
 
@@ -250,6 +300,7 @@ static void img_free(struct jimg *g)
 {
 	free(g->elf);
 	free(g->ranges);
+	free(g->funcs);
 	free(g);
 }
 
@@ -318,7 +369,8 @@ static int walk(uint32_t di, struct gdb_jit_descriptor *d, int *changed, struct 
 				*changed = 1;
 				put_image(g, recs);
 				if (agent.cfg.native)
-					unwind_jit_add(g->id, (const uint64_t(*)[2])g->ranges, g->nranges, g->eh_addr, g->eh_len);
+					unwind_jit_add(g->id, (const uint64_t(*)[2])g->ranges, g->nranges, g->eh_addr, g->eh_len,
+						       (const uint64_t(*)[2])g->funcs, g->nfuncs);
 				notify(g, 1);
 			}
 		}

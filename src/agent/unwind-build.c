@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cfi-synth.h"
 #include "remote.h"
 #include "shm.h"
 #include "unwind.h"
@@ -591,23 +592,86 @@ int unwind_init(void)
 	return unwind_poll(NULL) < 0 ? -1 : 0;
 }
 
-/* JIT code: its table is built at once from the loaded (relocated)
- * .eh_frame that the in-memory image's section header points at; JIT
- * functions are few and small, and a sample in one is likely. */
-void unwind_jit_add(uint64_t id, const uint64_t (*ranges)[2], uint32_t nranges, uint64_t eh, uint64_t eh_len)
+/* The functions of a JIT image that its .eh_frame (table fdes, NULL if
+ * none) has no entry for, with rules derived from their machine code
+ * (cfi-synth.h), read from where they run. Numba's are all of its
+ * functions that LLVM found cannot throw: without debug information
+ * (--jit-lines) it writes no CFI for them. */
+static void jit_synth(uint64_t id, const uint64_t (*ranges)[2], uint32_t nranges, const uint64_t (*funcs)[2],
+		      uint32_t nfuncs, const struct cfi_table *fdes, struct cfi_fnrows **out, uint32_t *nout)
 {
-	if (!nranges || !eh || !eh_len || eh_len > (16u << 20))
+	*out = NULL;
+	*nout = 0;
+	struct cfisynth_func *want = malloc((nfuncs ? nfuncs : 1) * sizeof(*want));
+	if (!want)
+		return;
+	uint64_t t0 = mono_ns();
+	struct cfisynth_stats sum = { 0 };
+	for (uint32_t r = 0; r < nranges; r++) {
+		uint32_t n = 0;
+		for (uint32_t i = 0; i < nfuncs; i++)
+			if (funcs[i][0] >= ranges[r][0] && funcs[i][1] <= ranges[r][1] &&
+			    !(fdes && cfi_lookup(fdes, funcs[i][0])))
+				want[n++] = (struct cfisynth_func){ funcs[i][0], funcs[i][1] };
+		size_t len = (size_t)(ranges[r][1] - ranges[r][0]);
+		uint8_t *code = n && len <= (64u << 20) ? copy_mem(ranges[r][0], len) : NULL;
+		struct cfi_fnrows *rows = NULL;
+		uint32_t nrows = 0;
+		struct cfisynth_stats st;
+		if (!code || cfisynth_build(code, ranges[r][0], len, want, n, &rows, &nrows, &st)) {
+			free(code);
+			continue;
+		}
+		free(code);
+		struct cfi_fnrows *all = realloc(*out, (*nout + nrows + 1) * sizeof(*all));
+		if (!all) {
+			cfisynth_free(rows, nrows);
+			continue;
+		}
+		memcpy(all + *nout, rows, nrows * sizeof(*rows));
+		*out = all;
+		*nout += nrows;
+		free(rows); /* the entries' arrays moved to *out */
+		sum.funcs += st.funcs;
+		sum.done += st.done;
+		sum.insns += st.insns;
+		for (int k = 0; k < CFISYNTH_NWHY; k++)
+			sum.why[k] += st.why[k];
+	}
+	free(want);
+	if (U.debug && sum.funcs)
+		agent_log("native: JIT image %llu: %u functions without CFI, rules derived for %u (%u instructions) "
+			  "in %.2f ms; refused: %u insn, %u join, %u ret, %u target, %u noreturn, %u entry",
+			  (unsigned long long)id, sum.funcs, sum.done, sum.insns, (double)(mono_ns() - t0) / 1e6,
+			  sum.why[CFISYNTH_INSN], sum.why[CFISYNTH_JOIN], sum.why[CFISYNTH_RET], sum.why[CFISYNTH_TARGET],
+			  sum.why[CFISYNTH_NORETURN], sum.why[CFISYNTH_ENTRY]);
+}
+
+/* JIT code: its table is built at once, from the loaded (relocated)
+ * .eh_frame that the in-memory image's section header points at, and for
+ * functions it has no entry for, from their code; JIT functions are few
+ * and small, and a sample in one is likely. */
+void unwind_jit_add(uint64_t id, const uint64_t (*ranges)[2], uint32_t nranges, uint64_t eh, uint64_t eh_len,
+		    const uint64_t (*funcs)[2], uint32_t nfuncs)
+{
+	if (!nranges || eh_len > (16u << 20))
 		return;
 	struct uobj *o = shm_alloc(sizeof(*o));
-	uint8_t *buf = o ? copy_mem(eh, (size_t)eh_len) : NULL;
-	if (!buf) {
-		shm_free(o);
+	if (!o)
 		return;
-	}
+	uint8_t *buf = eh && eh_len ? copy_mem(eh, (size_t)eh_len) : NULL;
 	struct cfi_source src = { buf, (size_t)eh_len, eh, 0 };
+	struct cfi_table fdes;
+	int have_fdes = buf && cfi_build_section(&fdes, &src, 0, NULL) == CFI_OK;
+	struct cfi_fnrows *syn = NULL;
+	uint32_t nsyn = 0;
+	jit_synth(id, ranges, nranges, funcs, nfuncs, have_fdes ? &fdes : NULL, &syn, &nsyn);
+	if (have_fdes)
+		cfi_table_free(&fdes);
 	uint32_t bad = 0;
-	int r = cfi_build_section(&o->cfi, &src, 0, &bad);
+	int r = cfi_build_with(&o->cfi, buf ? &src : NULL, 0, syn, nsyn, &bad);
 	free(buf);
+	cfisynth_free(syn, nsyn);
 	if (r != CFI_OK || table_to_shm(&o->cfi)) {
 		cfi_table_free(&o->cfi);
 		shm_free(o);

@@ -44,8 +44,11 @@ void unwind_stream_reset(void);
 int unwind_capture(struct tslot *s, const void *uc, uint64_t *out, int max, uint8_t *flags);
 
 /* JIT code (jit.c, --native): the ranges unwind with the CFI of the
- * loaded .eh_frame at [eh, eh + eh_len) (0: none; unwinding stops there). */
-void unwind_jit_add(uint64_t id, const uint64_t (*ranges)[2], uint32_t nranges, uint64_t eh, uint64_t eh_len);
+ * loaded .eh_frame at [eh, eh + eh_len) (0: none), and the functions of
+ * funcs[0..nfuncs) (sorted, disjoint) that it has no FDE for with rules
+ * derived from their machine code (cfi-synth.h). */
+void unwind_jit_add(uint64_t id, const uint64_t (*ranges)[2], uint32_t nranges, uint64_t eh, uint64_t eh_len,
+		    const uint64_t (*funcs)[2], uint32_t nfuncs);
 void unwind_jit_remove(uint64_t id);
 
 /* Memory the compiled tables take (bench and diagnostics). */

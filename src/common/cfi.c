@@ -618,6 +618,23 @@ static const struct cie *get_cie(struct cie_cache *cc, const struct cfi_source *
 	return &cc->cie[slot];
 }
 
+/* Closes the span of one FDE (or function) whose rows start at
+ * first_row: a gap at its end. */
+static void end_span(struct builder *b, uint64_t start, uint64_t end, size_t first_row)
+{
+	add_row(b, end, CFI_NO_RULE);
+	if (b->nfdes == b->capfdes) {
+		uint32_t cap = b->capfdes ? b->capfdes * 2 : 256;
+		struct span *n = realloc(b->fdes, cap * sizeof(*n));
+		if (!n)
+			b->oom = 1;
+		else
+			b->fdes = n, b->capfdes = cap;
+	}
+	if (b->nfdes < b->capfdes)
+		b->fdes[b->nfdes++] = (struct span){ start, first_row, b->nrows - first_row };
+}
+
 static int do_fde(struct builder *b, struct cie_cache *cc, const struct cfi_source *s, const struct entry *e,
 		  int debug_frame)
 {
@@ -671,17 +688,7 @@ static int do_fde(struct builder *b, struct cie_cache *cc, const struct cfi_sour
 		rc = run(x, c.p, e->end);
 		if (rc == 0) {
 			advance(x, x->end);
-			add_row(b, x->end, CFI_NO_RULE);
-			if (b->nfdes == b->capfdes) {
-				uint32_t cap = b->capfdes ? b->capfdes * 2 : 256;
-				struct span *n = realloc(b->fdes, cap * sizeof(*n));
-				if (!n)
-					b->oom = 1;
-				else
-					b->fdes = n, b->capfdes = cap;
-			}
-			if (b->nfdes < b->capfdes)
-				b->fdes[b->nfdes++] = (struct span){ start, first_row, b->nrows - first_row };
+			end_span(b, start, x->end, first_row);
 		}
 	}
 	free(x);
@@ -806,6 +813,12 @@ static int finish(struct builder *b, struct cfi_table *t)
 
 int cfi_build_section(struct cfi_table *t, const struct cfi_source *s, int debug_frame, uint32_t *bad)
 {
+	return cfi_build_with(t, s, debug_frame, NULL, 0, bad);
+}
+
+int cfi_build_with(struct cfi_table *t, const struct cfi_source *s, int debug_frame, const struct cfi_fnrows *fns,
+		   uint32_t nfns, uint32_t *bad)
+{
 	struct builder b = { 0 };
 	struct cie_cache *cc = calloc(1, sizeof(*cc));
 	if (!cc)
@@ -813,8 +826,8 @@ int cfi_build_section(struct cfi_table *t, const struct cfi_source *s, int debug
 	uint32_t nbad = 0;
 	size_t off = 0;
 	struct entry e;
-	int r;
-	while (!b.oom && (r = read_entry(s, off, &e)) == 1) {
+	int r = 0;
+	while (s && !b.oom && (r = read_entry(s, off, &e)) == 1) {
 		uint64_t cie_id = debug_frame ? (e.is64 ? ~0ull : 0xffffffffu) : 0;
 		if (e.id != cie_id && do_fde(&b, cc, s, &e, debug_frame))
 			nbad++;
@@ -823,6 +836,13 @@ int cfi_build_section(struct cfi_table *t, const struct cfi_source *s, int debug
 	if (r < 0)
 		nbad++;
 	free(cc);
+	for (uint32_t i = 0; i < nfns && !b.oom; i++) {
+		const struct cfi_fnrows *f = &fns[i];
+		size_t first_row = b.nrows;
+		for (uint32_t k = 0; k < f->n; k++)
+			add_row(&b, f->pc[k], intern_rules(&b, &f->rules[k]));
+		end_span(&b, f->start, f->end, first_row);
+	}
 	if (bad)
 		*bad = nbad;
 	return finish(&b, t);

@@ -108,6 +108,21 @@ enum cfi_error {
  * is usable as long as the return value is CFI_OK. */
 int cfi_build_section(struct cfi_table *t, const struct cfi_source *s, int is_debug_frame, uint32_t *bad);
 
+/* Rules from elsewhere than DWARF (src/agent/cfi-synth.c: derived from the
+ * machine code), for one function, as an FDE gives them: rules[k] holds
+ * from pc[k] to pc[k + 1], the last up to end. */
+struct cfi_fnrows {
+	uint64_t start, end;
+	uint32_t n;
+	uint64_t *pc;
+	struct cfi_rules *rules;
+};
+
+/* As cfi_build_section (s may be NULL: no section), with the functions of
+ * fns[0..nfns) added as FDEs of their own. */
+int cfi_build_with(struct cfi_table *t, const struct cfi_source *s, int debug_frame, const struct cfi_fnrows *fns,
+		   uint32_t nfns, uint32_t *bad);
+
 /* Compiles the FDEs listed by the binary search table of an
  * .eh_frame_hdr at address `hdr` (inside s's range): the way the runtime
  * finds the CFI of a loaded module without knowing where .eh_frame ends. */

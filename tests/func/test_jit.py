@@ -144,6 +144,41 @@ def test_nested_native(record, numba_python):
     assert at_work >= 0.6 * total, (at_work, total)
 
 
+def cut_short(res):
+    n = res.report()["native"]
+    return (n["failed"] + n["truncated"]) / n["samples"], n
+
+
+def test_native_without_jit_lines(record, numba_python):
+    """--native alone (no debug information, so Numba's functions have no
+    CFI): the helper derives their unwind rules from their machine code,
+    and stacks go through them: at most 5% cut short (60-87% before), the
+    chain caller line -> outer -> inner -> libm whole."""
+    res = run(record, numba_python, "nested.py", "3", opts=["--native"])
+    share, n = cut_short(res)
+    assert share <= 0.05, n
+    caller = marker_line("nested.py", "CALLER")
+    stacks = collapsed(res)
+    in_inner = [(s, c) for s, c in stacks if any(f.startswith("__main__.inner(") for f in s)]
+    total = sum(c for _, c in in_inner)
+    assert total > 1000, total
+
+    def chained(s):
+        i = next(k for k, f in enumerate(s) if f.startswith("__main__.inner("))
+        outer = [k for k, f in enumerate(s[:i]) if f.startswith("__main__.outer(") and "[cpython wrapper]" not in f]
+        return (outer and outer[-1] == i - 1 and
+                any("nested.py:%d)" % caller in f and f.startswith("main ") for f in s[:outer[-1]]))
+
+    good = sum(c for s, c in in_inner if chained(s))
+    assert good >= 0.9 * total, [s for s, c in in_inner if not chained(s)][:3]
+    # What inner() calls (libm's sin, exp, cos) is under it.
+    libm = sum(c for s, c in in_inner if not s[-1].startswith("__main__.inner("))
+    assert libm > 0.2 * total, (libm, total)
+    res = run(record, numba_python, "hotline.py", "2", opts=["--native"])
+    share, n = cut_short(res)
+    assert share <= 0.05, n
+
+
 def test_late_compile(record, numba_python):
     """A function first compiled halfway through the run is named."""
     res = run(record, numba_python, "late.py", "3")

@@ -7,10 +7,27 @@
 NATIVE_LIB_OBJ = $(filter-out %/launch.o,$(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC)))
 NATIVE_TESTS   = $(BUILD)/tests/test_cfi $(BUILD)/tests/test_merge $(BUILD)/tests/test_symbols \
 		 $(BUILD)/tests/test_native_model
+# Unwind rules derived from machine code (the helper's cfi-synth.c), checked
+# against the CFI clang and gcc write for a fixture built both ways.
+CFISYNTH_TEST  = $(BUILD)/tests/test_cfisynth
+CFISYNTH_FIX   = $(BUILD)/tests/cfisynth
+test_cfisynth_NATIVE_EXTRA = src/agent/cfi-synth.c
+# Each test with its argument (run_tests' TEST@ARG).
+NATIVE_RUNS    = $(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so) $(CFISYNTH_TEST)@$(CFISYNTH_FIX)
 
 $(BUILD)/tests/%: tests/unit/%.c $(NATIVE_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -o $@ $< $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
+	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -o $@ $< $($(*F)_NATIVE_EXTRA) $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
+
+$(CFISYNTH_TEST): src/agent/cfi-synth.c src/agent/cfi-synth.h
+
+$(CFISYNTH_FIX)/clang.so: tests/unit/fixture_cfisynth.c
+	@mkdir -p $(dir $@)
+	clang -O2 -fPIC -shared -fasynchronous-unwind-tables -o $@ $<
+
+$(CFISYNTH_FIX)/gcc.so: tests/unit/fixture_cfisynth.c
+	@mkdir -p $(dir $@)
+	gcc -O2 -fPIC -shared -fasynchronous-unwind-tables -o $@ $<
 
 # The fixture: a shared object with known symbols, a C++ function, and
 # lines, compiled with -g (DWARF) and unwind tables; and a stripped copy
@@ -21,8 +38,9 @@ $(BUILD)/tests/fixture_native.so: tests/unit/fixture_native.cc
 	strip -o $(BUILD)/tests/fixture_native_stripped.so $@
 
 .PHONY: unit-native
-unit-native: $(NATIVE_TESTS) $(BUILD)/tests/fixture_native.so
-	$(call run_tests,$(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so),)
+unit-native: $(NATIVE_TESTS) $(CFISYNTH_TEST) $(BUILD)/tests/fixture_native.so $(CFISYNTH_FIX)/clang.so \
+	     $(CFISYNTH_FIX)/gcc.so
+	$(call run_tests,$(NATIVE_RUNS),)
 
 # The same tests with ASan + UBSan (unit.mk's sanitizer build of the
 # library; leaks are errors).
