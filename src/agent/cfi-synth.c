@@ -353,6 +353,32 @@ static void add_exit(struct work *w, uint64_t target, int entry)
 	w->exits[w->nexits++] = (struct exit_jump){ target, w->func, entry };
 }
 
+/* Decodes [s, e) of code (at base) into *out, one small entry per
+ * instruction (capstone's own, with details, are ~1.5 KB each: decoded
+ * one at a time). Returns how many, 0 if none, -1 on out of memory. */
+static long decode(csh h, cs_insn *insn, const uint8_t *code, uint64_t base, uint64_t s, uint64_t e,
+		   struct ins **out)
+{
+	const uint8_t *p = code + (s - base);
+	size_t left = (size_t)(e - s), cap = 0, n = 0;
+	uint64_t addr = s;
+	struct ins *v = NULL;
+	while (left && cs_disasm_iter(h, &p, &left, &addr, insn)) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			struct ins *nv = realloc(v, cap * sizeof(*nv));
+			if (!nv) {
+				free(v);
+				return -1;
+			}
+			v = nv;
+		}
+		classify(h, insn, &v[n++]);
+	}
+	*out = v;
+	return (long)n;
+}
+
 /* Propagates from the entry of one decoded function. Returns 0 with
  * at[]/seen[] filled, or -1 to refuse it. */
 static int propagate(const struct ins *v, size_t n, uint64_t start, uint64_t end, struct state *at, uint8_t *seen,
@@ -542,24 +568,23 @@ int cfisynth_build(const uint8_t *code, uint64_t base, size_t len, const struct 
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
 		return -1;
 	cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+	cs_insn *insn = cs_malloc(h);
 	struct fnresult *res = calloc(n ? n : 1, sizeof(*res));
 	struct work w = { 0 };
-	int rc = res ? 0 : -1;
+	int rc = res && insn ? 0 : -1;
 	for (uint32_t f = 0; f < n && rc == 0; f++) {
 		uint64_t s = funcs[f].start, e = funcs[f].end;
 		if (s < base || e > base + len || e <= s)
 			continue;
 		st->funcs++;
-		cs_insn *insn = NULL;
-		size_t count = cs_disasm(h, code + (s - base), (size_t)(e - s), s, 0, &insn);
-		struct ins *v = count ? malloc(count * sizeof(*v)) : NULL;
+		struct ins *v = NULL;
+		long got = decode(h, insn, code, base, s, e, &v);
+		size_t count = got > 0 ? (size_t)got : 0;
 		struct state *at = count ? malloc(count * sizeof(*at)) : NULL;
 		uint8_t *seen = count ? calloc(count, 1) : NULL;
-		if (count && (!v || !at || !seen)) {
+		if (got < 0 || (count && (!at || !seen))) {
 			rc = -1;
 		} else if (count) {
-			for (size_t i = 0; i < count; i++)
-				classify(h, &insn[i], &v[i]);
 			/* Bytes the disassembler stopped at are the function's
 			 * new end: nothing past them is known. */
 			uint64_t dend = v[count - 1].addr + v[count - 1].size;
@@ -577,7 +602,6 @@ int cfisynth_build(const uint8_t *code, uint64_t base, size_t len, const struct 
 		}
 		if (w.oom)
 			rc = -1;
-		cs_free(insn, count);
 		free(v);
 		free(at);
 		free(seen);
@@ -604,6 +628,8 @@ int cfisynth_build(const uint8_t *code, uint64_t base, size_t len, const struct 
 			}
 	}
 	free(w.exits);
+	if (insn)
+		cs_free(insn, 1);
 	cs_close(&h);
 	if (rc) {
 		for (uint32_t f = 0; res && f < n; f++) {
