@@ -59,9 +59,9 @@ CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt
-# The helper derives unwind rules for JIT code without CFI (cfi-synth.c)
-# with capstone; the library in the profiled process does not link it.
-AGENTD_LIBS = $(AGENT_LIBS) -lcapstone
+# The helper derives unwind rules for JIT code without CFI with capstone,
+# which it loads with dlopen when it needs it (src/agent/cfi-synth.c).
+AGENTD_LIBS = $(AGENT_LIBS)
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))

@@ -7,12 +7,52 @@
  * then propagate a state (where the CFA is, where each callee-saved
  * register's caller value is) from the entry along every path, to a fixed
  * point. The rows are the state before each instruction reached.
+ *
+ * capstone is loaded with dlopen on first use, not linked: its 77,000
+ * relocations cost every helper about a millisecond at start, and only a
+ * profile with --native of JIT code without CFI needs it.
  */
 #include "cfi-synth.h"
 
 #include <capstone/capstone.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The capstone functions used, from the library of the major version
+ * built against (cs_insn and cs_x86 are that version's layout). */
+#define CS_STR2(x) #x
+#define CS_STR(x) CS_STR2(x)
+static struct {
+	cs_err (*open)(cs_arch, cs_mode, csh *);
+	cs_err (*option)(csh, cs_opt_type, size_t);
+	cs_insn *(*insn_alloc)(csh);
+	bool (*disasm_iter)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+	bool (*insn_group)(csh, const cs_insn *, unsigned int);
+	cs_err (*regs_access)(csh, const cs_insn *, cs_regs, uint8_t *, cs_regs, uint8_t *);
+	void (*insn_free)(cs_insn *, size_t);
+	cs_err (*close)(csh *);
+	int ok;
+} CS;
+static pthread_once_t cs_once = PTHREAD_ONCE_INIT;
+
+static void cs_load(void)
+{
+	void *l = dlopen("libcapstone.so." CS_STR(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
+	if (!l)
+		return;
+	*(void **)&CS.open = dlsym(l, "cs_open");
+	*(void **)&CS.option = dlsym(l, "cs_option");
+	*(void **)&CS.insn_alloc = dlsym(l, "cs_malloc");
+	*(void **)&CS.disasm_iter = dlsym(l, "cs_disasm_iter");
+	*(void **)&CS.insn_group = dlsym(l, "cs_insn_group");
+	*(void **)&CS.regs_access = dlsym(l, "cs_regs_access");
+	*(void **)&CS.insn_free = dlsym(l, "cs_free");
+	*(void **)&CS.close = dlsym(l, "cs_close");
+	CS.ok = CS.open && CS.option && CS.insn_alloc && CS.disasm_iter && CS.insn_group && CS.regs_access && CS.insn_free &&
+		CS.close;
+}
 
 /* The callee-saved registers of the SysV x86-64 ABI, by DWARF number. */
 #define NSAVED 6
@@ -155,11 +195,11 @@ static void classify(csh h, const cs_insn *i, struct ins *o)
 	default:
 		break;
 	}
-	if (cs_insn_group(h, i, CS_GRP_RET) || cs_insn_group(h, i, CS_GRP_IRET) || cs_insn_group(h, i, CS_GRP_INT)) {
+	if (CS.insn_group(h, i, CS_GRP_RET) || CS.insn_group(h, i, CS_GRP_IRET) || CS.insn_group(h, i, CS_GRP_INT)) {
 		o->kind = K_BAD; /* retf, iret, syscalls through int */
 		return;
 	}
-	if (cs_insn_group(h, i, CS_GRP_JUMP)) {
+	if (CS.insn_group(h, i, CS_GRP_JUMP)) {
 		if (a && a->type == X86_OP_IMM) {
 			o->kind = K_JCC;
 			o->imm = a->imm;
@@ -170,7 +210,7 @@ static void classify(csh h, const cs_insn *i, struct ins *o)
 	}
 	cs_regs rd, wr;
 	uint8_t nrd = 0, nwr = 0;
-	if (cs_regs_access(h, i, rd, &nrd, wr, &nwr) != CS_ERR_OK) {
+	if (CS.regs_access(h, i, rd, &nrd, wr, &nwr) != CS_ERR_OK) {
 		o->kind = K_BAD;
 		return;
 	}
@@ -363,7 +403,7 @@ static long decode(csh h, cs_insn *insn, const uint8_t *code, uint64_t base, uin
 	size_t left = (size_t)(e - s), cap = 0, n = 0;
 	uint64_t addr = s;
 	struct ins *v = NULL;
-	while (left && cs_disasm_iter(h, &p, &left, &addr, insn)) {
+	while (left && CS.disasm_iter(h, &p, &left, &addr, insn)) {
 		if (n == cap) {
 			cap = cap ? cap * 2 : 256;
 			struct ins *nv = realloc(v, cap * sizeof(*nv));
@@ -564,11 +604,12 @@ int cfisynth_build(const uint8_t *code, uint64_t base, size_t len, const struct 
 	*out = NULL;
 	*nout = 0;
 	memset(st, 0, sizeof(*st));
+	pthread_once(&cs_once, cs_load);
 	csh h;
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+	if (!CS.ok || CS.open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
 		return -1;
-	cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
-	cs_insn *insn = cs_malloc(h);
+	CS.option(h, CS_OPT_DETAIL, CS_OPT_ON);
+	cs_insn *insn = CS.insn_alloc(h);
 	struct fnresult *res = calloc(n ? n : 1, sizeof(*res));
 	struct work w = { 0 };
 	int rc = res && insn ? 0 : -1;
@@ -629,8 +670,8 @@ int cfisynth_build(const uint8_t *code, uint64_t base, size_t len, const struct 
 	}
 	free(w.exits);
 	if (insn)
-		cs_free(insn, 1);
-	cs_close(&h);
+		CS.insn_free(insn, 1);
+	CS.close(&h);
 	if (rc) {
 		for (uint32_t f = 0; res && f < n; f++) {
 			free(res[f].rows.pc);
