@@ -11,13 +11,13 @@ NATIVE_TESTS   = $(BUILD)/tests/test_cfi $(BUILD)/tests/test_merge $(BUILD)/test
 # against the CFI clang and gcc write for a fixture built both ways.
 CFISYNTH_TEST  = $(BUILD)/tests/test_cfisynth
 CFISYNTH_FIX   = $(BUILD)/tests/cfisynth
-test_cfisynth_NATIVE_EXTRA = src/agent/cfi-synth.c
+test_cfisynth_EXTRA = src/agent/cfi-synth.c
 # Each test with its argument (run_tests' TEST@ARG).
 NATIVE_RUNS    = $(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so) $(CFISYNTH_TEST)@$(CFISYNTH_FIX)
 
 $(BUILD)/tests/%: tests/unit/%.c $(NATIVE_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -o $@ $< $($(*F)_NATIVE_EXTRA) $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
+	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -o $@ $< $($(*F)_EXTRA) $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
 
 $(CFISYNTH_TEST): src/agent/cfi-synth.c src/agent/cfi-synth.h
 
@@ -45,15 +45,19 @@ unit-native: $(NATIVE_TESTS) $(CFISYNTH_TEST) $(BUILD)/tests/fixture_native.so $
 # The same tests with ASan + UBSan (unit.mk's sanitizer build of the
 # library; leaks are errors).
 NATIVE_ASAN = $(patsubst $(BUILD)/tests/%,$(ASAN_DIR)/%,$(NATIVE_TESTS))
+CFISYNTH_ASAN = $(ASAN_DIR)/test_cfisynth
+$(CFISYNTH_ASAN): src/agent/cfi-synth.c src/agent/cfi-synth.h
 
 .PHONY: asan-native
-asan-native: $(NATIVE_ASAN) $(BUILD)/tests/fixture_native.so
-	$(call run_tests,$(NATIVE_ASAN:=@$(BUILD)/tests/fixture_native.so),$(SAN_ENV))
+asan-native: $(NATIVE_ASAN) $(CFISYNTH_ASAN) $(BUILD)/tests/fixture_native.so $(CFISYNTH_FIX)/clang.so \
+	     $(CFISYNTH_FIX)/gcc.so
+	$(call run_tests,$(NATIVE_ASAN:=@$(BUILD)/tests/fixture_native.so) $(CFISYNTH_ASAN)@$(CFISYNTH_FIX),$(SAN_ENV))
 
 # Every unit test under valgrind's memcheck (definite leaks and invalid
 # accesses fail the run). The report CLI checks stay with `make unit`.
 VALGRIND = valgrind -q --error-exitcode=87 --leak-check=full --errors-for-leak-kinds=definite \
 	   --show-leak-kinds=definite
 .PHONY: valgrind
-valgrind: $(UNIT_BINS) $(NATIVE_TESTS) $(BUILD)/tests/fixture_native.so
-	$(call run_tests,$(UNIT_BINS) $(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so),$(VALGRIND))
+valgrind: $(UNIT_BINS) $(NATIVE_TESTS) $(CFISYNTH_TEST) $(BUILD)/tests/fixture_native.so $(CFISYNTH_FIX)/clang.so \
+	  $(CFISYNTH_FIX)/gcc.so
+	$(call run_tests,$(UNIT_BINS) $(NATIVE_RUNS),$(VALGRIND))

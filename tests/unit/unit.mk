@@ -23,7 +23,7 @@ FUZZ_DIR  = $(BUILD)/fuzz
 
 # The --native tests take a fixture argument: native.mk runs them.
 NATIVE_UNIT_SRC = tests/unit/test_cfi.c tests/unit/test_merge.c tests/unit/test_symbols.c \
-		  tests/unit/test_native_model.c
+		  tests/unit/test_native_model.c tests/unit/test_cfisynth.c
 UNIT_TESTS   = $(filter-out $(NATIVE_UNIT_SRC),$(wildcard tests/unit/test_*.c))
 # launch.c needs the CLI (agent_dir); the tests do not launch anything.
 UNIT_LIB_SRC = $(COMMON_SRC) $(filter-out src/lib/launch.c,$(LIB_SRC))
