@@ -118,6 +118,25 @@ def test_subprocess_child_profiled(python, record):
     assert all(t["pid"] in pids for t in rep["threads"])
 
 
+def test_failed_exec_keeps_streams_whole(python, record):
+    """A child that runs Python and then fails exec after exec (PATH
+    search) goes on in a new stream each time: every stream begins with its
+    process and ends, and the file reads without a warning (the old
+    helper's last chunk once went out under the new stream's id: "process
+    N stopped without finishing" beside "process 0: 1 chunk(s) missing")."""
+    r = record(python, "failed_exec.py", "5")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "failed to start: 5 of 5\nthen one that starts 0\n", r.stdout
+    assert "warning" not in r.stderr, r.stderr
+    rep = strata("report", str(r.path))
+    assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
+    # The parent, five children (one stream each once they sampled), the
+    # sixth child and the Python it became.
+    data = r.report()
+    assert len(data["processes"]) >= 3, data["processes"]
+    assert all(p["pid"] for p in data["processes"]), data["processes"]
+
+
 def test_right_answers(python, record):
     r = record(python, "answers.py")
     assert r.returncode == 0, r.stderr
