@@ -33,6 +33,7 @@ def test_split_3_to_1(python, record):
     assert func_row(rep, "main")["total"] >= heavy + light
 
 
+@pytest.mark.edge_pythons
 def test_summary_line(python, record):
     r = record(python, "split.py", "0.5")
     m = re.search(r"strata: (\d+) samples, 1 process, (\d+) threads?, (\d+) dropped -> (\S+)", r.stderr)
@@ -51,6 +52,7 @@ def test_hot_line(python, record):
     assert top["kind"] == "python"
 
 
+@pytest.mark.edge_pythons
 def test_report_json_keys(python, record):
     r = record(python, "split.py", "0.5")
     rep = r.report()
@@ -404,6 +406,7 @@ def test_command_not_found(tmp_path):
     assert proc.stderr.strip() == "strata: /etc/passwd: Permission denied"
 
 
+@pytest.mark.edge_pythons
 def test_unwritable_output(python, tmp_path):
     proc = strata("record", "-o", "/nonexistent-dir/x.strata", "--", python.exe, "-c", "pass")
     assert proc.returncode != 0
