@@ -368,9 +368,21 @@ def test_sigkill_leaves_complete_profile(python, tmp_path):
     out = tmp_path / "k.strata"
     p = subprocess.Popen([str(STRATA), "record", "-o", str(out), "--", str(python.exe),
                           str(PROGRAMS / "split.py"), "30"], stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
-    child = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    end = time.monotonic() + 10
+    child = []
+    while not child and time.monotonic() < end:
+        time.sleep(0.05)
+        child = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
     assert child, "no child of strata"
+    # Killed once it has burnt 1.5 s of CPU (not after so much wall time: a
+    # loaded machine gives it less).
+    tick = os.sysconf("SC_CLK_TCK")
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        fields = Path("/proc/%s/stat" % child[0]).read_text().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / tick >= 1.5:
+            break
+        time.sleep(0.1)
     os.kill(int(child[0]), signal.SIGKILL)
     p.wait(timeout=30)
     err = p.stderr.read()
