@@ -173,8 +173,10 @@ def test_record_pid_duration(python, tmp_path):
         assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
         import json
         data = json.loads(rep.stdout)
-        # CPU time over 2 s of wall time on a shared machine.
-        assert 300 <= data["samples"] <= 2600, data["samples"]
+        # CPU time over 2 s of wall time: on a loaded machine (make check
+        # runs the CPython tests beside the sid stage) the program may get
+        # a tenth of a core; the split below is what must be right.
+        assert 100 <= data["samples"] <= 2600, data["samples"]
         heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
         assert 0.68 <= heavy / (heavy + light) <= 0.82, (heavy, light)
         assert str(PROGRAMS / "split.py") in data["command"]
