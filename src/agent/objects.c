@@ -218,10 +218,12 @@ static inline void account(int domain, void *p, size_t n)
 static void __attribute__((noinline)) freed_slow(int domain, void *p)
 {
 	struct objtab *t = agent.objtab;
-	/* Frees while the interpreter finalizes are its teardown: what it
-	 * frees then was live at the end of the program. */
-	if (!t || getpid() != agent.pid || agent_py->phase() != STRATA_PHASE_RUNNING)
+	if (!t || getpid() != agent.pid)
 		return;
+	/* Frees while the interpreter finalizes are its teardown: what it
+	 * frees then was live at the end of the program, and is not marked
+	 * freed; its type is read all the same, while the object is whole. */
+	int running = agent_py->phase() == STRATA_PHASE_RUNNING;
 	uint64_t a = (uint64_t)(uintptr_t)p;
 	uint32_t h = objtab_home(a);
 	for (uint32_t i = 0; i < OBJTAB_WINDOW; i++) {
@@ -248,6 +250,8 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 				atomic_compare_exchange_strong(&e->type, &exp, ty);
 			}
 		}
+		if (!running)
+			return;
 		e->free_ns = mono_ns();
 		uint32_t exp = OBJ_LIVE;
 		if (atomic_compare_exchange_strong(&e->state, &exp, OBJ_FREED))
