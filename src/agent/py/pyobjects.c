@@ -77,7 +77,13 @@ uint64_t pyobj_type(pyobj_reader rd, void *ctx, uint64_t block, uint64_t size)
 		/* A fixed-size object fills its block (tp_alloc asks for
 		 * exactly that); a variable-size one at least its header. */
 		uint64_t need = off + (uint64_t)tp.tp_basicsize;
-		if (tp.tp_itemsize == 0 && need != size && !(tp.tp_flags & Py_TPFLAGS_UNICODE_SUBCLASS))
+		unsigned long more = Py_TPFLAGS_UNICODE_SUBCLASS; /* compact str: smaller than tp_basicsize */
+#ifdef Py_TPFLAGS_INLINE_VALUES
+		more |= Py_TPFLAGS_INLINE_VALUES; /* 3.13+: the attribute values follow the object */
+		if ((tp.tp_flags & Py_TPFLAGS_INLINE_VALUES) && need > size)
+			continue;
+#endif
+		if (tp.tp_itemsize == 0 && need != size && !(tp.tp_flags & more))
 			continue;
 		if (tp.tp_itemsize != 0 && need > size + (uint64_t)tp.tp_itemsize)
 			continue;
