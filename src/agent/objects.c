@@ -96,7 +96,7 @@ static int guarded_read(void *ctx, void *dst, uint64_t src, size_t n)
 
 /* The registers of this point, for --native: the unwinder starts here
  * (sampler.c drops the agent's own frames). */
-static __attribute__((noinline)) void here(ucontext_t *uc)
+static inline __attribute__((always_inline)) void here(ucontext_t *uc)
 {
 	uint64_t r[9];
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"

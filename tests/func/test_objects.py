@@ -117,3 +117,65 @@ def test_without_objects_no_object_events(debian_python, record):
     rep = r.report()
     assert "types" not in rep
     assert not any(e["name"].startswith("alloc-") for e in rep["events"])
+
+
+def test_stopped_agent_has_no_hooks(python, tmp_path):
+    """--paused: the allocator is CPython's own; ctl start puts strata's
+    hooks in, ctl stop takes them out again (not only mutes them)."""
+    import subprocess
+    import time
+    from conftest import PROGRAMS, STRATA
+    from test_control import python_child, wait_agent, wait_for
+
+    interp = python.require()
+    state = tmp_path / "state"
+    out = tmp_path / "h.strata"
+    rec = subprocess.Popen([str(STRATA), "record", "--paused", "--objects", "--objects-rate", "4096", "-o", str(out),
+                            "--", str(interp.exe), str(PROGRAMS / "objects_hooks.py"), str(state), "30"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def now():
+        return state.read_text() if state.exists() else None
+
+    try:
+        pid = python_child(rec.pid)
+        wait_agent(pid, rec)
+        assert wait_for(lambda: now() is not None)
+        time.sleep(0.3)
+        assert now() == "off", "hooks in while paused"
+        assert strata("ctl", pid, "start").returncode == 0
+        assert wait_for(lambda: now() == "on"), "ctl start did not put the hooks in"
+        assert strata("ctl", pid, "stop").returncode == 0
+        assert wait_for(lambda: now() == "off"), "ctl stop did not take the hooks out"
+    finally:
+        rec.terminate()
+        rec.communicate(timeout=60)
+
+
+def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
+    """--native: a C extension's PyMem_RawMalloc is charged to its C
+    function (alloc_c, ext.c), under the Python function that called it."""
+    from pathlib import Path
+    from conftest import PROGRAMS
+    from test_native import build_ext
+
+    interp = python.require()
+    so = build_ext(interp, tmp_path)
+    out = tmp_path / "n.strata"
+    r = strata("record", "-o", out, "--native", *RATE, "--", interp.exe, PROGRAMS / "native" / "objects_ext.py", so)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done"
+    rep = json.loads(strata("report", "--json", out).stdout)
+    rows = [f for f in rep["functions"] if f["name"] == "alloc_c"]
+    assert rows, [f["name"] for f in rep["functions"][:20]]
+    f = rows[0]
+    assert f["kind"] == "native" and Path(f["module"]).name == "strata_native_ext.so", f
+    # 2000 blocks of 64 KiB: ~131 MB, all of it in alloc_c's own frame.
+    ab = f["events"]["alloc-bytes"]["self"]
+    assert 100e6 <= ab <= 165e6, ab
+    # Every other block kept.
+    assert 0.35 <= f["events"]["live-bytes"]["self"] / ab <= 0.65, f["events"]
+    caller = [x for x in rep["functions"] if x["name"] == "from_c"][0]
+    assert caller["events"]["alloc-bytes"]["total"] >= ab, caller
+    raw = types(rep)["[PyMem_RawMalloc]"]
+    assert raw["alloc-bytes"] >= ab * 0.95, raw
