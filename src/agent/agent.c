@@ -154,6 +154,10 @@ static void parse_options(struct agent_config *c, const char *s)
 		else if (c->event_period < event_min_period(&c->events.ev[0]))
 			c->event_period = event_min_period(&c->events.ev[0]);
 	}
+	/* Allocation samples come in bursts (an allocation-heavy stretch at a
+	 * low --objects-rate): room for four times as many. */
+	if (c->objects && c->ring_size < (1u << 20))
+		c->ring_size = 1u << 20;
 	/* A Python frame record is 16 bytes; the ring must hold many deep samples. */
 	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe) +
 				     (c->native ? c->native_depth * 8u : 0)))

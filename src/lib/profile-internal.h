@@ -30,6 +30,7 @@ struct pstream {
 	struct u64map native_map;   /* address (bit 63: a return address) → natives[] */
 	struct perfmap_table pmap;  /* its REC_PERFMAP entries (native.c) */
 	uint64_t objects_rate;      /* --objects: mean bytes between allocation samples */
+	double objects_acc;         /* allocations estimated so far (allocs.c) */
 	struct jit_space *jit;      /* its JIT images (native.c), NULL until a REC_JIT_IMAGE */
 };
 
