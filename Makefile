@@ -44,10 +44,11 @@ AGENT_SHARED = src/agent/shm.c src/agent/ring.c src/agent/slots.c src/agent/trig
 	       src/agent/grave.c src/agent/jitdump-map.c
 AGENT_SRC  = src/agent/agent.c src/agent/link.c src/agent/ctlsock.c src/agent/signals.c src/agent/sampler.c \
 	     src/agent/threads.c src/agent/process.c src/agent/sleeps.c src/agent/unwind.c src/agent/jit.c \
+	     src/agent/objects.c \
 	     $(AGENT_SHARED)
-AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/control.c src/agent/wall.c src/agent/scan.c \
-	     src/agent/unwind-build.c src/agent/cfi-synth.c src/agent/jit-poll.c src/agent/remote.c \
-	     src/agent/perfread.c src/agent/jitdump.c $(AGENT_SHARED)
+AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/writer-objects.c src/agent/control.c \
+	     src/agent/wall.c src/agent/scan.c src/agent/unwind-build.c src/agent/cfi-synth.c src/agent/jit-poll.c \
+	     src/agent/remote.c src/agent/perfread.c src/agent/jitdump.c $(AGENT_SHARED)
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
@@ -58,7 +59,7 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
-AGENT_LIBS = -lzstd -ldl -lpthread -lrt
+AGENT_LIBS = -lzstd -ldl -lpthread -lrt -lm
 # The helper derives unwind rules for JIT code without CFI with capstone,
 # which it loads with dlopen when it needs it (src/agent/cfi-synth.c).
 AGENTD_LIBS = $(AGENT_LIBS)
@@ -122,15 +123,15 @@ $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENTD_LIBS)
 
 # The module resolves CPython's symbols from the process it is loaded into.
-PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c src/agent/py/offcheck.c
-$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/pyapi.h src/common/format.h
+PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c src/agent/py/offcheck.c src/agent/py/pyobjects.c
+$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/py/pyobjects.h src/agent/pyapi.h src/common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
 		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 # The same source as a reader of another process's interpreter (pyapi.h):
 # -z defs proves it refers to no symbol of CPython, so it loads anywhere.
-$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/pyapi.h src/common/format.h
+$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/py/pyobjects.h src/agent/pyapi.h src/common/format.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
 		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread

@@ -42,6 +42,7 @@
 #include "grave.h"
 #include "jitdump.h"
 #include "link.h"
+#include "objects.h"
 #include "shm.h"
 #include "unwind.h"
 #include "../common/format.h"
@@ -134,6 +135,10 @@ static void parse_options(struct agent_config *c, const char *s)
 				snprintf(evlist, sizeof(evlist), "%s", val);
 			else if (!strcmp(key, "period"))
 				c->event_period = strtoull(val, NULL, 10);
+			else if (!strcmp(key, "objects") && v >= 1) {
+				c->objects = 1;
+				c->objects_rate = strtoull(val, NULL, 10);
+			}
 		}
 		s = *end ? end + 1 : end;
 	}
@@ -149,6 +154,10 @@ static void parse_options(struct agent_config *c, const char *s)
 		else if (c->event_period < event_min_period(&c->events.ev[0]))
 			c->event_period = event_min_period(&c->events.ev[0]);
 	}
+	/* Allocation samples come in bursts (an allocation-heavy stretch at a
+	 * low --objects-rate): room for four times as many. */
+	if (c->objects && c->ring_size < (1u << 20))
+		c->ring_size = 1u << 20;
 	/* A Python frame record is 16 bytes; the ring must hold many deep samples. */
 	while (c->ring_size < 16u * (sizeof(struct rsample) + c->max_depth * sizeof(struct strata_pyframe) +
 				     (c->native ? c->native_depth * 8u : 0)))
@@ -416,6 +425,9 @@ static int state_fresh(void)
 	memset(&agent.jit, 0, sizeof(agent.jit));
 	agent.code_seen = shm_alloc(CODE_SEEN_SIZE);
 	agent.grave = shm_alloc(sizeof(struct graveyard));
+	agent.objtab = NULL;
+	if (agent.cfg.objects && objects_fresh())
+		return -1;
 	return agent.code_seen && agent.grave ? 0 : -1;
 }
 
@@ -722,6 +734,10 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	agent.r_debug = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_r_debug");
 	agent.vdso = getauxval(AT_SYSINFO_EHDR);
 	agent_py->hook_code_death(code_death_wanted, code_death);
+	if (agent.cfg.objects && objects_setup()) {
+		agent_log("allocations cannot be sampled in this Python (no allocator API); --objects is off");
+		agent.cfg.objects = 0;
+	}
 	agent.trigger = sampler_pick_trigger();
 	if (agent.trigger < 0) {
 		/* sampler_pick_trigger said why, on stderr. */
@@ -760,6 +776,9 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 		threads_register_existing();
 	else
 		thread_register("MainThread", 1);
+	/* Loaded from Python (the GIL is held): hooks in if recording. */
+	if (by_tid)
+		objects_sync();
 	/* Loaded from Python (the GIL is held): check now if need be. */
 	if (by_tid && atomic_load(&agent.layout) == LAYOUT_PENDING) {
 		layout_decide();

@@ -26,9 +26,11 @@
  *   sleeps.c     interposed nanosleep/select/poll/...: SIGPROF held inside
  *   unwind.c     --native: the in-handler unwinder
  *   jit.c        the handler's view of JIT code
+ *   objects.c    --objects: allocator hooks, allocation sampling
  * In strata-agentd:
  *   agentd.c     main: attach, threads, watching the target, finishing
  *   writer.c     drains rings, interns code objects and stacks, writes
+ *   writer-objects.c  --objects: allocations' types and frees
  *   control.c    the control channel's commands and socket
  *   wall.c       the wall-mode sampler
  *   scan.c       threads that predate a dlopen'ed agent, found in /proc
@@ -81,6 +83,8 @@ struct agent_config {
 	uint64_t event_period;
 	int event_exclude_kernel;    /* user-space counting only (perf_event_paranoid) */
 	int perf_exclude_kernel;     /* the task-clock trigger counts user space only */
+	int objects;                 /* --objects: sample allocations (objects.c) */
+	uint64_t objects_rate;       /* mean bytes between allocation samples */
 	char output[4096];
 };
 
@@ -254,6 +258,7 @@ struct agent_state {
 	uint8_t *code_seen;          /* CODE_SEEN_SIZE bytes */
 	struct graveyard *grave;
 	struct outvar outvar;
+	struct objtab *objtab;       /* --objects: sampled blocks (objects.h) */
 
 	/* The link between the profiled process and its helper (link.h):
 	 * futex words in this shared region, so the process holds no
@@ -349,6 +354,11 @@ void signals_resolve(void);
 
 /* sampler.c */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
+/* An allocation sample (objects.c): the calling thread's stack with the
+ * AW_N words of objects.h; uc: registers to unwind from (--native), or
+ * NULL. Returns 0, or -1 if the ring was full. */
+int sample_alloc_capture(struct tslot *s, const void *uc, const uint64_t *words);
+void sample_alloc_init(void);
 
 /* threads.c */
 struct tslot *thread_register(const char *name, int is_main);

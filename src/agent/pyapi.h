@@ -109,6 +109,13 @@ struct strata_pyapi {
 	 * out->flags is 0. Returns 0, or -1 if no Python frame runs. Leaves
 	 * no exception set. */
 	int (*api_frame)(struct strata_pyframe *out, char *name, size_t n);
+
+	/* any (--objects): the type of the object a PyObject_Malloc block of
+	 * `size` bytes at `block` holds, 0 if none can be told
+	 * (py/pyobjects.h). Reads only through rd (the core passes loads
+	 * under its fault guard). */
+	uint64_t (*obj_type)(int (*rd)(void *ctx, void *dst, uint64_t src, size_t n), void *ctx, uint64_t block,
+			     uint64_t size);
 };
 
 /* Exported by every per-version module. */
@@ -174,6 +181,11 @@ struct strata_pyreader {
 	 * For `strata stack`, which reads a paused (or, --nonblocking, a
 	 * running) process. */
 	int (*threads)(struct strata_pythread *out, int max);
+	/* --objects: as strata_pyapi.obj_type, reading the target. */
+	uint64_t (*obj_type)(uint64_t block, uint64_t size);
+	/* --objects: the name of the type object at `type` ("dict",
+	 * "numpy.ndarray", "Outer.Inner" for a class): 0, or -1. */
+	int (*type_name)(uint64_t type, char *buf, size_t n);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

@@ -18,8 +18,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <link.h>
+
 #include "agent.h"
 #include "link.h"
+#include "objects.h"
 #include "unwind.h"
 #include "../common/format.h"
 
@@ -50,8 +53,36 @@ static uint8_t phase_flag(void)
 
 /* Captures one sample of the calling thread, whose slot is s, into its
  * ring. */
-static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint64_t *counters, uint32_t ncounters)
+/* The agent's own code: an allocation sample's native stack starts in
+ * it (objects.c) and is shown from its caller on. */
+static uint64_t self_lo, self_hi;
+
+static int self_range(struct dl_phdr_info *info, size_t size, void *data)
 {
+	(void)size;
+	uint64_t me = (uint64_t)(uintptr_t)data;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && me >= lo && me < hi) {
+			self_lo = lo;
+			self_hi = hi;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Captures one sample of the calling thread, whose slot is s, into its
+ * ring; returns 0, or -1 if the ring was full. `alloc`: an allocation
+ * sample (objects.c), whose AW_N words ride where counters do. */
+static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint64_t *counters, uint32_t ncounters,
+		   const uint64_t *alloc)
+{
+	if (alloc) {
+		counters = alloc;
+		ncounters = AW_N;
+	}
 	unsigned depth = agent.cfg.max_depth;
 	/* Without --native, a thread in JIT code still records where: the
 	 * JIT function is the leaf of its Python caller's stack. */
@@ -62,8 +93,9 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 	struct ring *ring = &s->ring;
 	uint8_t *p = ring_reserve(ring, max);
 	if (!p) {
-		atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
-		return;
+		if (!alloc)
+			atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+		return -1;
 	}
 	struct rsample *h = (struct rsample *)p;
 	struct strata_pyframe *fr = (struct strata_pyframe *)(p + sizeof(*h) + cbytes);
@@ -74,6 +106,8 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 	h->time_ns = mono_ns();
 	h->tid = (uint32_t)s->tid;
 	h->weight = weight ? weight : 1;
+	if (alloc)
+		h->sample_flags |= RS_ALLOC;
 
 	volatile int n = 0, gc = 0;
 	uint32_t missing = 0;
@@ -82,9 +116,10 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 	 * fault into someone else's handler. */
 	if (agent.by_tid && signals_guard_check()) {
 		h->stack_flags |= STACK_PY_FAULT;
-		ring_commit(ring, (uint32_t)sizeof(*h));
-		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
-		return;
+		ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes));
+		if (!alloc)
+			atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+		return 0;
 	}
 	if (sigsetjmp(s->guard_jb, 0) == 0) {
 		s->guard_on = 1;
@@ -134,10 +169,29 @@ static void capture(struct tslot *s, const void *uc, uint32_t weight, const uint
 			nn = jit ? 0 : s->native_progress;
 		}
 		h->stack_flags |= nflags;
+		if (alloc) {
+			/* Started in objects.c: from the allocator's caller on. */
+			int skip = 0;
+			while (skip < nn && nat[skip] >= self_lo && nat[skip] < self_hi)
+				skip++;
+			if (skip) {
+				memmove(nat, nat + skip, (size_t)(nn - skip) * 8u);
+				nn -= skip;
+			}
+		}
 		h->nnative = (uint16_t)nn;
 	}
 	ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u));
-	atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+	if (!alloc)
+		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+	return 0;
+}
+
+void sample_alloc_init(void) { dl_iterate_phdr(self_range, (void *)(uintptr_t)&sample_alloc_init); }
+
+int sample_alloc_capture(struct tslot *s, const void *uc, const uint64_t *words)
+{
+	return capture(s, uc, 1, NULL, 0, words);
 }
 
 /* The -e group's counts since this thread's previous sample, from one
@@ -270,7 +324,7 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		    !atomic_load_explicit(&agent.stopping, memory_order_relaxed)) {
 			uint64_t cnt[EVENTS_MAX];
 			uint32_t nc = s->ncounters ? read_counters(s, cnt) : 0;
-			capture(s, uc, weight, cnt, nc);
+			capture(s, uc, weight, cnt, nc, NULL);
 		}
 		s->in_handler = 0;
 	}

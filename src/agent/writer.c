@@ -35,6 +35,7 @@
 #include "agent.h"
 #include "agentd.h"
 #include "grave.h"
+#include "objects.h"
 #include "perfread.h"
 #include "remote.h"
 #include "unwind.h"
@@ -472,7 +473,8 @@ static void put_process(uint32_t flags)
 		.rate_hz = agent.cfg.rate_hz,
 		.trigger = (uint32_t)agent.trigger,
 		.period_ns = agent.cfg.period_ns,
-		.flags = flags,
+		.flags = flags | (agent.cfg.objects ? PROC_OBJECTS : 0),
+		.objects_rate = agent.cfg.objects ? agent.cfg.objects_rate : 0,
 	};
 	const struct event_list *ev = &agent.cfg.events;
 	char *names[EVENTS_MAX];
@@ -643,6 +645,12 @@ static void put_sample(const struct rsample *h)
 		W.dropped++;
 		return;
 	}
+	if (h->sample_flags & RS_ALLOC) {
+		wobj_put_alloc(&W.recs, h, stack, (int64_t)(h->time_ns - W.last_time));
+		W.last_time = h->time_ns;
+		W.any_samples = 1;
+		return;
+	}
 	struct rec_sample s = {
 		.tid = h->tid,
 		.dt_ns = (int64_t)(h->time_ns - W.last_time),
@@ -737,6 +745,8 @@ static void drain_all(void)
 		pp = &s->next;
 	}
 	reg_unlock();
+	if (keep && agent.cfg.objects)
+		wobj_scan(&W.recs, 0);
 	/* Every sample taken before these deaths was in a ring and is now
 	 * written: forget the dead. */
 	ctab_drop_dead(&W.codes);
@@ -839,6 +849,8 @@ static void finish_stream(int reason)
 	/* A process with no samples is only worth a record when it exited
 	 * normally (a short script) or was attached to; the child of a fork
 	 * that execs or _exits before sampling anything leaves no trace. */
+	if (agent.cfg.objects)
+		wobj_scan(&W.recs, 1);
 	if (W.any_samples || reason == END_EXIT || W.attached) {
 		struct rec_process_end e = {
 			.end_mono_ns = mono_ns(),
@@ -918,6 +930,7 @@ static void state_reset(void)
 		unwind_stream_reset();
 	perfread_stream_reset();
 	jit_stream_reset();
+	wobj_reset();
 }
 
 static int start_thread(void)

@@ -5,6 +5,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,6 +73,8 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 			printf(" events=");
 			print_strv(p.nevents, p.events);
 		}
+		if (p.objects_rate)
+			printf(" objects-rate=%" PRIu64, p.objects_rate);
 		printf(" argv=");
 		print_strv(p.argc, p.argv);
 		rec_free_process(&p);
@@ -205,6 +208,36 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		printf("event-desc #%u %s type=%u config=%#" PRIx64 " period=%" PRIu64 " flags=%#x", e.index, e.name,
 		       e.type, e.config, e.period, e.flags);
 		rec_free_event_desc(&e);
+		break;
+	}
+	case REC_OBJ_TYPE: {
+		struct rec_obj_type t;
+		if (rec_get_obj_type(body, &t))
+			goto bad;
+		printf("obj-type #%u %s", t.index, t.name);
+		free(t.name);
+		break;
+	}
+	case REC_ALLOC: {
+		struct rec_alloc a;
+		if (rec_get_alloc(body, &a))
+			goto bad;
+		printf("alloc tid=%u dt=%" PRId64 " stack=%u id=%" PRIu64 " size=%" PRIu64 " domain=%s type=%u flags=%#x",
+		       a.tid, a.dt_ns, a.stack, a.id, a.size, alloc_domain_name(a.domain), a.type, a.flags);
+		break;
+	}
+	case REC_ALLOC_TYPE: {
+		struct rec_alloc_type a;
+		if (rec_get_alloc_type(body, &a))
+			goto bad;
+		printf("alloc-type id=%" PRIu64 " type=%u", a.id, a.type);
+		break;
+	}
+	case REC_FREE: {
+		struct rec_free f;
+		if (rec_get_free(body, &f))
+			goto bad;
+		printf("free id=%" PRIu64 " t=%" PRIu64, f.id, f.time_ns);
 		break;
 	}
 	default:

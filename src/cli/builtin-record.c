@@ -20,6 +20,9 @@
 #include "../lib/profile.h"
 #include "../export/export.h"
 
+/* One allocation sample per this many bytes on average (docs/objects.md). */
+#define OBJECTS_DEFAULT_RATE 524288ull
+
 static const char usage_text[] =
 	"usage: strata record [options] -- COMMAND [ARGS...]\n"
 	"       strata record --pid PID [-d SECONDS] [options]\n"
@@ -60,6 +63,10 @@ static const char usage_text[] =
 	"                       ~/.debug/jit) for JIT code (see docs/perf.md)\n"
 	"      --jit-lines      attribute Numba-compiled code to its Python source lines\n"
 	"                       (runs the command with NUMBA_DEBUGINFO=1; docs/jit.md)\n"
+	"      --objects        sample allocations too: events alloc-objects, alloc-bytes,\n"
+	"                       live-objects, live-bytes by type and line (docs/objects.md)\n"
+	"      --objects-rate BYTES  with --objects: one sample per BYTES allocated on\n"
+	"                       average (default: 524288)\n"
 	"  -q, --quiet          do not print the summary line\n"
 	"  -h, --help           show this help\n";
 
@@ -195,6 +202,8 @@ int cmd_record(int argc, char **argv)
 		{ "native", no_argument, 0, 'N' },
 		{ "perf-map", no_argument, 0, 'M' },
 		{ "jit-lines", no_argument, 0, 'J' },
+		{ "objects", no_argument, 0, 'O' },
+		{ "objects-rate", required_argument, 0, 'B' },
 		{ "quiet", no_argument, 0, 'q' },
 		{ "help", no_argument, 0, 'h' },
 		{ "pid", required_argument, 0, 'p' },
@@ -282,6 +291,22 @@ int cmd_record(int argc, char **argv)
 			o.jit_lines = 1;
 			set_fixed = 1;
 			break;
+		case 'O':
+			if (!o.objects_rate)
+				o.objects_rate = OBJECTS_DEFAULT_RATE;
+			set_fixed = 1;
+			break;
+		case 'B': {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (!*optarg || *end || v < 1 || v > (1ull << 40)) {
+				errorf("invalid --objects-rate '%s': expected a number of bytes (1..2^40)", optarg);
+				return 2;
+			}
+			o.objects_rate = v;
+			set_fixed = 1;
+			break;
+		}
 		case 'q':
 			quiet = 1;
 			break;
@@ -298,7 +323,7 @@ int cmd_record(int argc, char **argv)
 			die_usage(usage_text);
 		}
 		if (set_fixed || events || period) {
-			errorf("--mode, --max-depth, --native, --jit-lines, --perf-map and -e are fixed when a process starts; "
+			errorf("--mode, --max-depth, --native, --jit-lines, --perf-map, --objects and -e are fixed when a process starts; "
 			       "with --pid only -F, -o, -f, -d and --paused apply");
 			return 2;
 		}

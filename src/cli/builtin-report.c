@@ -21,6 +21,7 @@
 #include "builtin.h"
 #include "../lib/json.h"
 #include "../lib/profile.h"
+#include "report-types.h"
 #include "../lib/ratios.h"
 #include "../lib/source.h"
 
@@ -42,6 +43,8 @@ static const char usage_text[] =
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
 	"      --keep-interpreter  native stacks: keep CPython's own frames\n"
+	"      --type NAME      --objects: only allocations of type NAME (dict, Foo,\n"
+	"                       [PyMem_Malloc], ...: see the types table)\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"self: samples whose innermost frame is in the function (or line).\n"
@@ -57,6 +60,7 @@ struct report_opts {
 	int keep_interpreter;
 	uint32_t pid, tid;
 	const char *path;
+	const char *type;   /* --type */
 };
 
 /* ---- text helpers ------------------------------------------------------ */
@@ -801,6 +805,8 @@ static void report_text(const struct profile *p, const struct agg *a, const stru
 	print_functions(p, a, o, width, cwd);
 	if (sc)
 		print_lines(p, a, o, width, cwd, sc);
+	struct agg_filter f = { .pid = o->pid, .tid = o->tid };
+	report_types_text(p, &f, o->limit);
 	print_threads(p, a, o, width);
 	print_processes(p, a, o, width);
 	source_cache_free(sc);
@@ -1010,6 +1016,11 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 	json_array_end(j);
 	free(ids);
 
+	if (p->obj_event) {
+		struct agg_filter f = { .pid = o->pid, .tid = o->tid };
+		report_types_json(p, &f, j);
+	}
+
 	uint32_t rows = a->nfuncs;
 	if (o->limit && rows > (uint32_t)o->limit)
 		rows = (uint32_t)o->limit;
@@ -1088,6 +1099,7 @@ int cmd_report(int argc, char **argv)
 		{ "tid", required_argument, 0, 't' },
 		{ "no-idle", no_argument, 0, 'I' },
 		{ "keep-interpreter", no_argument, 0, 'K' },
+		{ "type", required_argument, 0, 'T' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -1133,6 +1145,9 @@ int cmd_report(int argc, char **argv)
 		case 'K':
 			o.keep_interpreter = 1;
 			break;
+		case 'T':
+			o.type = optarg;
+			break;
 		case 'e':
 			o.event_name = optarg;
 			break;
@@ -1161,6 +1176,16 @@ int cmd_report(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		warnf("%s: %s", o.path, p->warnings[i]);
+	if (o.type) {
+		if (profile_filter_type(p, o.type, err, sizeof(err))) {
+			errorf("%s: %s", o.path, err);
+			profile_free(p);
+			return 1;
+		}
+		/* Allocations carry no time samples: order by their bytes. */
+		if (!o.event_name)
+			o.event = p->obj_event + 1;
+	}
 	if (o.event_name) {
 		for (o.event = 0; o.event < p->nevents && strcmp(p->event_names[o.event], o.event_name); o.event++)
 			;

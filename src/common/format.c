@@ -174,7 +174,9 @@ const char *rec_type_name(uint64_t t)
 		[REC_DROPPED] = "dropped", [REC_MODULE] = "module",
 		[REC_JIT_IMAGE] = "jit-image", [REC_JIT_UNLOAD] = "jit-unload",
 		[REC_PERFMAP] = "perf-map", [REC_EVENT_DESC] = "event-desc",
-		[REC_CONTROL] = "control",
+		[REC_CONTROL] = "control", [REC_OBJ_TYPE] = "obj-type",
+		[REC_ALLOC] = "alloc", [REC_ALLOC_TYPE] = "alloc-type",
+		[REC_FREE] = "free",
 	};
 	if (t < sizeof(names) / sizeof(names[0]) && names[t])
 		return names[t];
@@ -183,8 +185,8 @@ const char *rec_type_name(uint64_t t)
 
 int rec_type_known(uint64_t t)
 {
-	if (t == 0 || t > REC_TYPE_MAX_KNOWN)
-		return 0;
+	if (t == 0 || t > REC_TYPE_MAX_KNOWN || t == REC_CONTROL)
+		return 0; /* REC_CONTROL is reserved: no writer makes it yet */
 	return 1;
 }
 
@@ -254,6 +256,7 @@ void rec_put_process(struct wbuf *b, const struct rec_process *r)
 	wbuf_uv(o, r->period_ns);
 	wbuf_uv(o, r->flags);
 	put_strv(o, r->nevents, r->events);
+	wbuf_uv(o, r->objects_rate);
 	BODY_END(b, REC_PROCESS);
 }
 
@@ -477,6 +480,8 @@ int rec_get_process(struct rbuf *b, struct rec_process *r)
 	r->period_ns = rbuf_uv(b);
 	r->flags = get_u32(b);
 	r->events = get_strv(b, &r->nevents);
+	if (!b->err && rbuf_left(b))
+		r->objects_rate = rbuf_uv(b); /* 1.1 */
 	if (b->err) {
 		rec_free_process(r);
 		return -1;

@@ -24,7 +24,7 @@
 #define STRATA_MAGIC "\x89STRATA\n"
 #define STRATA_MAGIC_LEN 8
 #define STRATA_FMT_MAJOR 1
-#define STRATA_FMT_MINOR 0
+#define STRATA_FMT_MINOR 1
 #define STRATA_FILE_HDR_SIZE 32
 
 #define STRATA_CHUNK_MAGIC 0x4b484353u /* "SCHK" little-endian */
@@ -104,7 +104,12 @@ enum rec_type {
 	REC_PERFMAP = 15,     /* /tmp/perf-PID.map entries */
 	REC_EVENT_DESC = 16,  /* details of a recorded perf event */
 	REC_CONTROL = 17,     /* sampling paused / resumed */
-	REC_TYPE_MAX_KNOWN = 16, /* highest type this build decodes (bump as types land) */
+	/* 1.1: object and allocation samples (strata record --objects) */
+	REC_OBJ_TYPE = 18,    /* an interned object type name */
+	REC_ALLOC = 19,       /* a sampled allocation, with its stack */
+	REC_ALLOC_TYPE = 20,  /* the type of an allocation, learnt after it was written */
+	REC_FREE = 21,        /* a sampled allocation was freed */
+	REC_TYPE_MAX_KNOWN = 21, /* highest type this build decodes (bump as types land) */
 };
 const char *rec_type_name(uint64_t type);
 /* Whether this build decodes records of `type`: every type up to
@@ -140,6 +145,7 @@ enum process_flags {
 	PROC_UNSUPPORTED = 1 << 3, /* Python version without an agent build: not profiled */
 	PROC_REFUSED = 1 << 4,     /* with PROC_UNSUPPORTED: a module exists but cannot read this
 	                            * interpreter (layout, build kind); the agent said why on stderr */
+	PROC_OBJECTS = 1 << 5,     /* allocations sampled (--objects): rec_process.objects_rate */
 };
 enum thread_flags { THREAD_MAIN = 1 << 0 };
 enum stack_flags {
@@ -195,6 +201,7 @@ struct rec_process {
 	uint32_t flags;
 	uint32_t nevents;
 	char **events;
+	uint64_t objects_rate; /* 1.1: mean bytes between allocation samples, 0 = none */
 };
 
 struct rec_process_end {
@@ -326,6 +333,52 @@ struct rec_jit_unload {
 	uint64_t id;
 	uint64_t time_ns;
 };
+
+/* ---- object and allocation samples (1.1, format-objects.c) ---- */
+
+/* Where an allocation came from: CPython's allocator domains, or the C
+ * library's malloc family called directly (a C extension). */
+enum alloc_domain { ALLOC_RAW = 0, ALLOC_MEM = 1, ALLOC_OBJ = 2, ALLOC_MALLOC = 3, ALLOC_NDOMAINS = 4 };
+enum alloc_flags {
+	ALLOC_UNTRACKED = 1 << 0, /* its free could not be watched (table full): live unknown */
+};
+/* The name a block with no object type is shown under. */
+const char *alloc_domain_name(uint32_t domain);
+
+struct rec_obj_type {
+	uint32_t index;         /* >= 1, per stream; REC_ALLOC.type refers to it */
+	char *name;             /* "dict", "numpy.ndarray", "Outer.Inner" */
+};
+
+struct rec_alloc {
+	uint32_t tid;
+	int64_t dt_ns;          /* as REC_SAMPLE's: the stream's clock runs through both */
+	uint32_t stack;
+	uint64_t id;            /* unique within the stream */
+	uint64_t size;          /* bytes requested */
+	uint32_t domain;        /* enum alloc_domain */
+	uint32_t flags;         /* ALLOC_* */
+	uint32_t type;          /* REC_OBJ_TYPE index, 0 = none (yet) */
+};
+
+struct rec_alloc_type {
+	uint64_t id;
+	uint32_t type;
+};
+
+struct rec_free {
+	uint64_t id;
+	uint64_t time_ns;       /* CLOCK_MONOTONIC */
+};
+
+void rec_put_obj_type(struct wbuf *b, const struct rec_obj_type *r);
+void rec_put_alloc(struct wbuf *b, const struct rec_alloc *r);
+void rec_put_alloc_type(struct wbuf *b, const struct rec_alloc_type *r);
+void rec_put_free(struct wbuf *b, const struct rec_free *r);
+int rec_get_obj_type(struct rbuf *b, struct rec_obj_type *r); /* free r->name */
+int rec_get_alloc(struct rbuf *b, struct rec_alloc *r);
+int rec_get_alloc_type(struct rbuf *b, struct rec_alloc_type *r);
+int rec_get_free(struct rbuf *b, struct rec_free *r);
 
 /* Encoders append one whole record (type, length, body) to `b`. */
 void rec_put_session(struct wbuf *b, const struct rec_session *r);

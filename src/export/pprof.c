@@ -7,7 +7,9 @@
  * fields; it is small), through zlib's gzip stream. What goes in:
  *
  *   sample_type    one per recorded event, in order: ("samples", "count"),
- *                  then each -e event as (name, "count")
+ *                  then each -e event as (name, "count"), and with
+ *                  --objects pprof's heap types: alloc_objects (count),
+ *                  alloc_space (bytes), inuse_objects, inuse_space
  *   period_type    ("cpu" or "wall", "nanoseconds"), period = one sample
  *   sample         one per distinct (stack, thread[, idle]): location ids
  *                  leaf first, one value per sample type, labels
@@ -320,8 +322,17 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 	}
 
 	/* Header fields. */
-	for (uint32_t e = 0; e < ne; e++)
-		value_type(&top, &sub, PROFILE_SAMPLE_TYPE, str_id(&st, p->event_names[e]), str_id(&st, "count"));
+	for (uint32_t e = 0; e < ne; e++) {
+		/* --objects: pprof's own names for heap profiles, so that
+		 * go tool pprof and Pyroscope know them. */
+		static const char *const heap[4][2] = { { "alloc_objects", "count" }, { "alloc_space", "bytes" },
+							{ "inuse_objects", "count" }, { "inuse_space", "bytes" } };
+		if (p->obj_event && e >= p->obj_event && e < p->obj_event + 4)
+			value_type(&top, &sub, PROFILE_SAMPLE_TYPE, str_id(&st, heap[e - p->obj_event][0]),
+				   str_id(&st, heap[e - p->obj_event][1]));
+		else
+			value_type(&top, &sub, PROFILE_SAMPLE_TYPE, str_id(&st, p->event_names[e]), str_id(&st, "count"));
+	}
 	value_type(&top, &sub, PROFILE_PERIOD_TYPE, str_id(&st, wall ? "wall" : "cpu"), str_id(&st, "nanoseconds"));
 	pb_uint(&top, PROFILE_PERIOD, p->period_ns);
 	pb_uint(&top, PROFILE_TIME_NANOS, p->start_realtime_ns);

@@ -154,6 +154,8 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 			  o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
 	if (o->perf_map && ol > 0 && (size_t)ol < sizeof(opts))
 		ol += snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",perfmap=1");
+	if (o->objects_rate && ol > 0 && (size_t)ol < sizeof(opts))
+		ol += snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",objects=%llu", (unsigned long long)o->objects_rate);
 	if (o->events && *o->events && ol > 0 && (size_t)ol < sizeof(opts))
 		snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",events=%s,period=%llu", o->events,
 			 (unsigned long long)o->event_period);

@@ -24,6 +24,7 @@ struct launch_opts {
 	 * first event's sampling period; the session record lists the names. */
 	const char *events;
 	uint64_t event_period;
+	uint64_t objects_rate;   /* --objects: mean bytes between allocation samples; 0 = off */
 	char **argv;             /* command to run */
 	int argc;
 };

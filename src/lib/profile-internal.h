@@ -8,6 +8,7 @@
 #define STRATA_PROFILE_INTERNAL_H
 
 #include "intern.h"
+#include "../common/format.h"
 #include "../common/perfmap.h"
 #include "linetable.h"
 #include "profile.h"
@@ -28,6 +29,8 @@ struct pstream {
 	struct sym_space *space;    /* its native mappings (native.c), NULL until a REC_MODULE */
 	struct u64map native_map;   /* address (bit 63: a return address) → natives[] */
 	struct perfmap_table pmap;  /* its REC_PERFMAP entries (native.c) */
+	uint64_t objects_rate;      /* --objects: mean bytes between allocation samples */
+	double objects_acc;         /* allocations estimated so far (allocs.c) */
 	struct jit_space *jit;      /* its JIT images (native.c), NULL until a REC_JIT_IMAGE */
 };
 
@@ -117,6 +120,13 @@ struct profile_internal {
 	struct u64map native_stacks; /* stream index << 32 | stack index → NSTACK_* */
 	void *merge_scratch;        /* merge inputs and output of the stack being converted */
 	size_t cap_merge_scratch;
+
+	/* --objects (objects.c) */
+	struct u64map type_map;     /* stream index << 32 | REC_OBJ_TYPE index → types[] */
+	struct u64map alloc_map;    /* stream index << 40 | allocation id → sample */
+	struct u64map early_free;   /* the same key, freed before its REC_ALLOC was read */
+	uint32_t cap_types;
+	uint32_t domain_type[ALLOC_NDOMAINS]; /* types[] of each allocator's blocks, PNONE until used */
 };
 
 enum { NODE_FIRST_FUNC = 1, NODE_FIRST_LINE = 2 };
@@ -132,6 +142,17 @@ uint32_t profile_intern_inlined_frame(struct profile *p, uint32_t func, uint32_t
 uint32_t profile_intern_node(struct profile *p, uint32_t parent, uint32_t frame, uint8_t first);
 /* A synthetic (PK_OTHER) function's frame, e.g. "[no Python frame]". */
 uint32_t profile_marker_frame(struct profile *p, const char *name);
+
+/* profile.c: appends a sample of stream `st` (process pr) at the node of
+ * its stack record `stack`, its values zero; its index, or UINT64_MAX. */
+uint64_t profile_append_sample(struct profile *p, uint32_t st, uint32_t pr, uint32_t tid, uint32_t stack,
+			       uint64_t time, uint32_t flags);
+
+/* objects.c: a process that sampled allocations; the records of
+ * allocations; freeing what objects.c owns. */
+void objects_on_process(struct profile *p, uint32_t st, uint64_t rate);
+void objects_on_record(struct profile *p, uint32_t st, uint32_t pr, uint64_t type, struct rbuf *body);
+void objects_free(struct profile *p);
 
 /* stacks.c: the call-tree node for one stack record of stream `st`. */
 struct rec_stack;

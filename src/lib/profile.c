@@ -485,6 +485,8 @@ static void on_process(struct profile *p, uint32_t st, struct rbuf *body)
 		}
 		if (r.period_ns)
 			p->period_ns = r.period_ns;
+		if (r.flags & PROC_OBJECTS)
+			objects_on_process(p, st, r.objects_rate);
 	}
 	rec_free_process(&r);
 }
@@ -608,6 +610,45 @@ static void on_stack(struct profile *p, uint32_t st, struct rbuf *body)
 	rec_free_stack(&r);
 }
 
+uint64_t profile_append_sample(struct profile *p, uint32_t st, uint32_t pr, uint32_t tid, uint32_t stack,
+			       uint64_t time, uint32_t flags)
+{
+	struct profile_internal *in = p->in;
+	uint32_t node = u64map_get(&in->stack_map, (uint64_t)st << 32 | stack);
+	if (node == MAP_NONE) {
+		in->unknown_stacks++;
+		uint32_t f = profile_marker_frame(p, "[unknown stack]");
+		node = f == PNONE ? PNONE : profile_intern_node(p, 0, f, NODE_FIRST_FUNC | NODE_FIRST_LINE);
+		if (node == PNONE)
+			return UINT64_MAX;
+	}
+	uint32_t t = thread_get(p, pr, tid);
+	if (t == PNONE)
+		return UINT64_MAX;
+	/* Amortised growth; more than 4G samples is not a file this reader
+	 * can hold (grow() fails). */
+	if (grow(&p->samples, &in->cap_samples, p->nsamples + 1, sizeof(*p->samples)) ||
+	    grow(&p->values, &in->cap_values, p->nsamples + 1, sizeof(uint64_t) * p->nevents)) {
+		in->oom = 1;
+		return UINT64_MAX;
+	}
+	in->events_fixed = 1;
+	p->samples[p->nsamples] = (struct psample){
+		.node = node,
+		.thread = t,
+		.time_ns = time,
+		.flags = flags,
+		.type = PNONE,
+	};
+	memset(p->values + p->nsamples * p->nevents, 0, sizeof(uint64_t) * p->nevents);
+	if (!in->have_time || time < in->first_time)
+		in->first_time = time;
+	if (!in->have_time || time > in->last_time)
+		in->last_time = time;
+	in->have_time = 1;
+	return p->nsamples++;
+}
+
 static void on_sample(struct profile *p, uint32_t st, const struct reader_stream *rs, struct rbuf *body)
 {
 	struct profile_internal *in = p->in;
@@ -623,41 +664,22 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 	s->clock += (uint64_t)r.dt_ns;
 	if (p->procs[pr].flags & PROC_UNSUPPORTED)
 		return; /* not profiled: nothing it says can be trusted */
-	uint32_t node = u64map_get(&in->stack_map, (uint64_t)st << 32 | r.stack);
-	if (node == MAP_NONE) {
-		in->unknown_stacks++;
-		uint32_t f = profile_marker_frame(p, "[unknown stack]");
-		node = f == PNONE ? PNONE : profile_intern_node(p, 0, f, NODE_FIRST_FUNC | NODE_FIRST_LINE);
-		if (node == PNONE)
-			return;
-	}
-	uint32_t t = thread_get(p, pr, r.tid);
-	if (t == PNONE)
+	uint64_t i = profile_append_sample(p, st, pr, r.tid, r.stack, s->clock,
+					   (r.flags & SAMPLE_IDLE) ? PS_IDLE : 0);
+	if (i == UINT64_MAX)
 		return;
-	/* Amortised growth; more than 4G samples is not a file this reader
-	 * can hold (grow() fails). */
-	if (grow(&p->samples, &in->cap_samples, p->nsamples + 1, sizeof(*p->samples)) ||
-	    grow(&p->values, &in->cap_values, p->nsamples + 1, sizeof(uint64_t) * p->nevents)) {
-		in->oom = 1;
-		return;
-	}
-	in->events_fixed = 1;
 	uint64_t w = r.weight;
-	uint64_t time = s->clock;
-	p->samples[p->nsamples] = (struct psample){
-		.node = node,
-		.thread = t,
-		.time_ns = time,
-		.flags = (r.flags & SAMPLE_IDLE) ? PS_IDLE : 0,
-	};
-	uint64_t *v = p->values + p->nsamples * p->nevents;
+	uint64_t *v = p->values + i * p->nevents;
 	v[0] = w;
 	p->totals[0] += w;
-	for (uint32_t e = 1; e < p->nevents; e++) {
+	/* Counters fill the -e events, which come first after "samples";
+	 * object events (objects.c) are never counters. */
+	uint32_t ncount = p->obj_event ? p->obj_event - 1 : p->nevents - 1;
+	for (uint32_t e = 1; e <= ncount; e++) {
 		v[e] = e - 1 < r.ncounters ? r.counters[e - 1] : 0;
 		p->totals[e] += v[e];
 	}
-	p->nsamples++;
+	uint32_t t = p->samples[i].thread;
 	p->threads[t].samples += w;
 	p->procs[pr].samples += w;
 	if (in->native_stacks.count) {
@@ -669,11 +691,6 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 			p->native.mismatch += nf & NSTACK_MISMATCH ? w : 0;
 		}
 	}
-	if (!in->have_time || time < in->first_time)
-		in->first_time = time;
-	if (!in->have_time || time > in->last_time)
-		in->last_time = time;
-	in->have_time = 1;
 }
 
 static void on_dropped(struct profile *p, uint32_t st, const struct reader_stream *rs, struct rbuf *body)
@@ -717,6 +734,10 @@ static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct 
 	case REC_JIT_IMAGE:
 	case REC_JIT_UNLOAD: native_on_jit(p, st, type, body); break;
 	case REC_EVENT_DESC: on_event_desc(p, body); break;
+	case REC_OBJ_TYPE:
+	case REC_ALLOC:
+	case REC_ALLOC_TYPE:
+	case REC_FREE: objects_on_record(p, st, stream_proc(p, st, rs), type, body); break;
 	default: break; /* known to the reader but not used by the model yet */
 	}
 	return in->oom ? 1 : 0;
@@ -943,6 +964,7 @@ void profile_free(struct profile *p)
 		free(in->fl_line);
 		free(in->scratch);
 		free(in->merge_scratch);
+		objects_free(p);
 		free(in);
 	}
 	free(p);

@@ -95,13 +95,14 @@ struct pnode {
 	uint32_t depth;      /* root = 0 */
 };
 
-enum psample_flags { PS_IDLE = 1 << 0 };
+enum psample_flags { PS_IDLE = 1 << 0, PS_ALLOC = 1 << 1 /* an allocation sample (--objects) */ };
 
 struct psample {
 	uint32_t node;       /* leaf */
 	uint32_t thread;     /* index into threads */
 	uint64_t time_ns;    /* CLOCK_MONOTONIC */
 	uint32_t flags;      /* PS_* */
+	uint32_t type;       /* PS_ALLOC: index into types; else PNONE */
 };
 
 struct pthread_info {
@@ -172,6 +173,18 @@ struct profile {
 	struct pprocess *procs;
 	uint32_t nprocs;
 
+	/* --objects (objects.c): obj_event is the index of "alloc-objects";
+	 * "alloc-bytes", "live-objects", "live-bytes" follow it; 0 = no
+	 * allocations recorded. An allocation sample (PS_ALLOC) carries the
+	 * estimated objects and bytes it stands for in those events, 0 in
+	 * the others; its live values are 0 once it was freed. types[]
+	 * names what was allocated: object types ("dict", "Outer.Inner")
+	 * and, for blocks that hold no object, the allocator
+	 * ("[PyMem_Malloc]"). */
+	uint32_t obj_event;
+	char **types;
+	uint32_t ntypes;
+
 	/* --native: samples whose stack has native frames (sums of weights),
 	 * and those among them whose unwinding stopped early (failed: code
 	 * without usable unwind information; truncated: the depth cap) or
@@ -201,6 +214,22 @@ struct profile *profile_load(const char *path, const struct load_opts *o, char *
 struct profile *profile_new(const struct load_opts *o);
 int profile_ingest(struct profile *p, struct reader *r, int final, char *err, size_t errlen);
 void profile_free(struct profile *p);
+
+/* --objects: keeps only the allocation samples of type `name` (every
+ * report and export then shows that type alone). Returns 0, or -1 if no
+ * allocation of that type was recorded (err names the types there are). */
+int profile_filter_type(struct profile *p, const char *name, char *err, size_t errlen);
+
+/* One row of the types table: an allocated type's totals. */
+struct ptype_row {
+	uint32_t type;
+	uint64_t alloc_objects, alloc_bytes, live_objects, live_bytes;
+};
+/* The types table over the samples `f` keeps (NULL: all), sorted by
+ * alloc-bytes, descending; *n rows, malloc'ed (NULL with *n = 0 when
+ * there are none). */
+struct agg_filter;
+struct ptype_row *profile_types(const struct profile *p, const struct agg_filter *f, uint32_t *n);
 
 /* Frames of the stack ending at `node`, root first. Returns the depth; at
  * most `max` are stored. */

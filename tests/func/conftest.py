@@ -16,6 +16,13 @@ if that is 3.X, else /usr/bin/python3.X (in the sid root of
 scripts/sidroot.sh: debian-3.14 and debian-3.15). The `debian_python`
 fixture is /usr/bin/python3, whatever its version (3.11 on Debian 12, 3.14
 in sid).
+
+Tests marked `edge_pythons` check something that does not depend on the
+interpreter's version (a terminal UI, an export format, perf counters, the
+control channel) with a Python program: they run under Debian's Python, the
+oldest and the newest pyenv version (debian-3.11, 3.8 and 3.13 here; every
+selected one in the sid root) to keep `make check` within its time budget.
+STRATA_TEST_EVERY_PYTHON=1 runs them under every interpreter too.
 """
 import json
 import os
@@ -175,6 +182,32 @@ def get_interp(ident):
     if ident not in _INTERPS:
         _INTERPS[ident] = _interp(ident)
     return _INTERPS[ident]
+
+
+# The interpreters of `edge_pythons` tests: Debian's, the oldest and the
+# newest (pyenv ids in ALL_IDS order), and whatever is selected explicitly.
+EDGE_IDS = {DEBIAN_ID, "3.8", "3.13", "3.14", "3.15"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "edge_pythons: a version-independent check, run under Debian's, the "
+                            "oldest and the newest Python only (STRATA_TEST_EVERY_PYTHON=1: every one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("STRATA_TEST_EVERY_PYTHON") or os.environ.get("STRATA_TEST_PYTHONS"):
+        return
+    keep, drop = [], []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        ident = cs.params.get("python") if cs else None
+        if ident and item.get_closest_marker("edge_pythons") and ident not in EDGE_IDS:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(params=_selected_ids())

@@ -97,6 +97,7 @@ def stop(proc):
             proc.wait()
 
 
+@pytest.mark.edge_pythons
 def test_ctl_stop_start(python, tmp_path):
     """ctl stop makes the sample count stop growing, ctl start resumes it,
     and dump writes a finished copy of what was recorded so far."""
@@ -145,6 +146,7 @@ def test_ctl_stop_start(python, tmp_path):
     assert rec.returncode is not None
 
 
+@pytest.mark.edge_pythons
 def test_record_paused_never_started(python, record):
     r = record(python, "split.py", "0.5", opts=["--paused"])
     assert r.returncode == 0, r.stderr
@@ -152,6 +154,7 @@ def test_record_paused_never_started(python, record):
     assert r.report()["samples"] == 0
 
 
+@pytest.mark.edge_pythons
 def test_record_pid_duration(python, tmp_path):
     """record --pid -d attaches to a standby agent, records about that
     long, leaves a complete file, and can attach again."""
@@ -170,8 +173,10 @@ def test_record_pid_duration(python, tmp_path):
         assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
         import json
         data = json.loads(rep.stdout)
-        # CPU time over 2 s of wall time on a shared machine.
-        assert 300 <= data["samples"] <= 2600, data["samples"]
+        # CPU time over 2 s of wall time: on a loaded machine (make check
+        # runs the CPython tests beside the sid stage) the program may get
+        # a tenth of a core; the split below is what must be right.
+        assert 100 <= data["samples"] <= 2600, data["samples"]
         heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
         assert 0.68 <= heavy / (heavy + light) <= 0.82, (heavy, light)
         assert str(PROGRAMS / "split.py") in data["command"]
@@ -201,6 +206,7 @@ def test_record_pid_duration(python, tmp_path):
         stop(p)
 
 
+@pytest.mark.edge_pythons
 def test_record_pid_ends_with_the_process(python, tmp_path):
     p = start_standby(python, "split.py", 2)
     try:

@@ -47,6 +47,7 @@ def event_split(rep, event):
 # ---- known answers -------------------------------------------------------------
 
 
+@pytest.mark.edge_pythons
 def test_page_faults_on_the_toucher(python, record):
     r = record(python, "events_pages.py", "2", opts=["-e", "page-faults"])
     assert r.returncode == 0, r.stderr
@@ -65,6 +66,7 @@ def test_page_faults_on_the_toucher(python, record):
     assert abs(rep["samples"] * 100 - total) <= 0.02 * total + 200
 
 
+@pytest.mark.edge_pythons
 def test_cpu_clock_and_page_faults_columns(python, record):
     r = record(python, "events_pages.py", "2", opts=["-e", "cpu-clock,page-faults"])
     assert r.returncode == 0, r.stderr
@@ -94,6 +96,7 @@ def test_cpu_clock_and_page_faults_columns(python, record):
     assert "Events: cpu-clock" in text.stdout
 
 
+@pytest.mark.edge_pythons
 def test_context_switches_on_the_sleeping_line(python, record):
     r = record(python, "events_sleep.py", "400", opts=["-e", "context-switches"])
     if r.returncode == 2 and "perf_event_paranoid" in r.stderr:
@@ -111,6 +114,7 @@ def test_context_switches_on_the_sleeping_line(python, record):
     assert on_line >= 0.9 * total, "%d of %d switches on the sleep line: %s" % (on_line, total, mine["lines"][:5])
 
 
+@pytest.mark.edge_pythons
 def test_counters_follow_threads_and_fork(python, record):
     r = record(python, "events_spread.py", "0.4", opts=["-e", "cpu-clock,page-faults"])
     assert r.returncode == 0, r.stderr
@@ -126,6 +130,7 @@ def test_counters_follow_threads_and_fork(python, record):
         assert mine["events"][0]["total"] > 0
 
 
+@pytest.mark.edge_pythons
 def test_annotate_event_columns(python, record):
     r = record(python, "events_pages.py", "1", opts=["-e", "cpu-clock,page-faults"])
     assert r.returncode == 0, r.stderr

@@ -667,6 +667,7 @@ def test_pprof_native(tmp_path):
 # ---- every interpreter: the 3:1 split in every format ------------------------------------------
 
 
+@pytest.mark.edge_pythons
 def test_split_every_format(python, tmp_path):
     """The 3:1 split shows as 3:1 in each of these formats, under every
     interpreter, read by each format's consumer."""
@@ -689,6 +690,7 @@ def test_split_every_format(python, tmp_path):
     assert (rows["heavy"][1], rows["light"][1]) == (heavy, light)
 
 
+@pytest.mark.edge_pythons
 def test_unusual_every_format(python, tmp_path):
     """Awkward names (unicode, spaces, ';', <lambda>, <module>, digits at
     the end) pass every consumer under every interpreter."""

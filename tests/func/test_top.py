@@ -116,6 +116,7 @@ def alive(pid):
     return st[st.rindex(")") + 2] not in "ZX"
 
 
+@pytest.mark.edge_pythons
 def test_split_on_screen(python, screen, tmp_path):
     """The 3:1 split shows as about 3:1 after a few seconds, in 80x24."""
     s = screen(top_cmd("--", python.exe, PROGRAMS / "split.py", 60))
@@ -242,6 +243,7 @@ def final_block(out):
     return r
 
 
+@pytest.mark.edge_pythons
 def test_no_curses(python):
     r = strata("top", "--no-curses", "-i", "0.5", "-n", "5", "--", python.exe, PROGRAMS / "split.py", 3)
     assert r.returncode == 0, r.stderr

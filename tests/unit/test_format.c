@@ -99,9 +99,83 @@ static void test_process(void)
 	CHECK_U64(out.period_ns, 1000000);
 	CHECK_EQ(out.flags, PROC_CONTINUED);
 	CHECK_EQ(out.nevents, 0);
+	CHECK_U64(out.objects_rate, 0);
 	rec_free_process(&out);
-	CHECK_PREFIXES(REC_PROCESS, struct rec_process, rec_get_process, rec_free_process(&r_));
+	/* Every prefix fails but one: the body as format 1.0 wrote it,
+	 * without objects_rate (1.1), which reads as rate 0. */
+	{
+		CHECK_EQ(one_record(&b, &type, &body), 1);
+		size_t full = rbuf_left(&body);
+		int accepted = 0;
+		for (size_t n = 0; n < full; n++) {
+			struct rbuf pre;
+			rbuf_init(&pre, body.p, n);
+			struct rec_process r;
+			if (rec_get_process(&pre, &r) == 0) {
+				accepted++;
+				CHECK_EQ(n, full - 1);
+				CHECK_U64(r.objects_rate, 0);
+				rec_free_process(&r);
+			}
+		}
+		CHECK_EQ(accepted, 1);
+	}
 	wbuf_free(&b);
+	wbuf_init(&b);
+	in.flags = PROC_OBJECTS;
+	in.objects_rate = 524288;
+	rec_put_process(&b, &in);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(rec_get_process(&body, &out), 0);
+	CHECK_U64(out.objects_rate, 524288);
+	CHECK_EQ(out.flags, PROC_OBJECTS);
+	rec_free_process(&out);
+	wbuf_free(&b);
+}
+
+static void test_object_records(void)
+{
+	struct wbuf b;
+	wbuf_init(&b);
+	struct rec_alloc a = { .tid = 7, .dt_ns = -5, .stack = 3, .id = 1ull << 35, .size = 1033, .domain = ALLOC_OBJ,
+			       .flags = ALLOC_UNTRACKED, .type = 2 };
+	rec_put_alloc(&b, &a);
+	struct rec_alloc a2;
+	uint64_t type;
+	struct rbuf body;
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(type, REC_ALLOC);
+	CHECK_EQ(rec_get_alloc(&body, &a2), 0);
+	CHECK_EQ(a2.tid, 7);
+	CHECK(a2.dt_ns == -5);
+	CHECK_U64(a2.id, 1ull << 35);
+	CHECK_U64(a2.size, 1033);
+	CHECK_EQ(a2.domain, ALLOC_OBJ);
+	CHECK_EQ(a2.flags, ALLOC_UNTRACKED);
+	CHECK_EQ(a2.type, 2);
+	CHECK_PREFIXES(REC_ALLOC, struct rec_alloc, rec_get_alloc, (void)0);
+	wbuf_free(&b);
+	wbuf_init(&b);
+	struct rec_obj_type t = { .index = 4, .name = "Outer.Inner" }, t2;
+	rec_put_obj_type(&b, &t);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(rec_get_obj_type(&body, &t2), 0);
+	CHECK_EQ(t2.index, 4);
+	CHECK_STR(t2.name, "Outer.Inner");
+	free(t2.name);
+	CHECK_PREFIXES(REC_OBJ_TYPE, struct rec_obj_type, rec_get_obj_type, free(r_.name));
+	wbuf_free(&b);
+	wbuf_init(&b);
+	struct rec_free f = { .id = 9, .time_ns = 123 }, f2;
+	rec_put_free(&b, &f);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(rec_get_free(&body, &f2), 0);
+	CHECK_U64(f2.id, 9);
+	CHECK_U64(f2.time_ns, 123);
+	CHECK_PREFIXES(REC_FREE, struct rec_free, rec_get_free, (void)0);
+	wbuf_free(&b);
+	CHECK(rec_type_known(REC_FREE) && !rec_type_known(REC_CONTROL));
+	CHECK_STR(rec_type_name(REC_ALLOC_TYPE), "alloc-type");
 }
 
 static void test_small_records(void)
@@ -412,6 +486,7 @@ int main(void)
 {
 	RUN(test_session);
 	RUN(test_process);
+	RUN(test_object_records);
 	RUN(test_small_records);
 	RUN(test_code);
 	RUN(test_stack);

@@ -52,6 +52,7 @@
 #include "../pyapi.h"
 #include "../../common/format.h"
 #include "srcqual.h"
+#include "pyobjects.h"
 
 /* ===== reading interpreter memory ======================================= */
 
@@ -998,6 +999,7 @@ static const struct strata_pyapi api = {
 	.starting_thread_name = py_starting_thread_name,
 	.symbols = py_symbols,
 	.api_frame = py_api_frame,
+	.obj_type = pyobj_type,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_init(const struct strata_core *c)
@@ -1072,6 +1074,16 @@ static int rp_check(const char *exe, char *why, size_t n)
 #endif
 }
 
+static int rp_read(void *ctx, void *dst, uint64_t src, size_t n)
+{
+	(void)ctx;
+	return env.read(env.ctx, dst, src, n);
+}
+
+static uint64_t rp_obj_type(uint64_t block, uint64_t size) { return pyobj_type(rp_read, NULL, block, size); }
+
+static int rp_type_name(uint64_t type, char *buf, size_t n) { return pyobj_type_name(rp_read, NULL, type, buf, n); }
+
 static const struct strata_pyreader reader = {
 	.api_version = STRATA_PYAPI_VERSION,
 	.built_for = PY_VERSION,
@@ -1083,6 +1095,8 @@ static const struct strata_pyreader reader = {
 	.qualname = rp_qualname,
 	.check = rp_check,
 	.threads = rp_threads,
+	.obj_type = rp_obj_type,
+	.type_name = rp_type_name,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)

@@ -4,6 +4,7 @@ the descriptors it sees are its own."""
 import os
 import sys
 import threading
+import time
 
 
 # CPython before 3.9 ends threads with pthread_exit, whose first call
@@ -16,23 +17,28 @@ except OSError:
     pass
 
 
-def burn(n):
+def burn(seconds):
+    # CPU time of this thread, not a count of iterations: on a loaded
+    # machine a fixed count can end before a sampler that was just started
+    # (wall mode's, in the new helper) gets its first turn.
+    end = time.thread_time() + seconds
     s = 0
-    for i in range(n):
-        s += i
+    while time.thread_time() < end:
+        for i in range(1000):
+            s += i
     return s
 
 
 def before():
-    return burn(1500000)
+    return burn(0.15)
 
 
 def after_main():
-    return burn(1500000)
+    return burn(0.15)
 
 
 def after_thread():
-    return burn(1500000)
+    return burn(0.15)
 
 
 before()

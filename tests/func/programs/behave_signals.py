@@ -52,6 +52,11 @@ os.kill(os.getpid(), signal.SIGUSR1)
 time.sleep(0.01)
 print("usr1:", got["usr1"])
 
+# The blocking calls below run with SIGPROF back at its default: a program
+# that keeps its own SIGPROF handler can see an EINTR from strata's samples
+# in nanosleep, select and the like (README, "Limits").
+signal.signal(signal.SIGPROF, signal.SIG_DFL)
+
 # Blocking libc calls made from C must complete, not fail with EINTR.
 libc = ctypes.CDLL(None, use_errno=True)
 r, w = os.pipe()

@@ -35,9 +35,33 @@ static PyObject *call_back(PyObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+/* --objects: n blocks of `size` bytes from CPython's raw allocator, as a
+ * C extension makes its buffers; every other one kept until exit. */
+static void *kept_blocks[100000];
+static long nkept;
+
+__attribute__((noinline)) static PyObject *alloc_c(PyObject *self, PyObject *args)
+{
+	long n, size;
+	if (!PyArg_ParseTuple(args, "ll", &n, &size))
+		return NULL;
+	for (long i = 0; i < n; i++) {
+		void *p = PyMem_RawMalloc((size_t)size); /* ALLOC */
+		if (!p)
+			return PyErr_NoMemory();
+		memset(p, 1, 64);
+		if (i % 2 == 0 && nkept < 100000)
+			kept_blocks[nkept++] = p;
+		else
+			PyMem_RawFree(p);
+	}
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
 	{ "burn_c", burn_c, METH_O, "burn CPU in C" },
 	{ "call_back", call_back, METH_VARARGS, "call a Python function from C" },
+	{ "alloc_c", alloc_c, METH_VARARGS, "allocate with PyMem_RawMalloc" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Cost of allocation sampling: `strata record --objects` beside
+tracemalloc and memray on the same allocation-heavy workload
+(bench/workloads/allocs.py), as CPU time over a plain run's.
+
+Runs are interleaved (plain, then each tool, repeated) so that whatever
+else the 2-core machine does hits them alike; each tool's ratio is the
+median of its per-round ratios to that round's plain run, with min and
+max. CPU time is the process's user+system time from wait4(), plus the
+strata helper's (this script is a child subreaper, as in overhead.py).
+
+    scripts/benchenv.sh                       # memray into .venvs/3.11.x
+    bench/objects.py --runs 5                 # python: that virtualenv's
+    bench/objects.py --python /usr/bin/python3 --runs 5 --no-memray
+
+Configurations: strata --objects at the default rate (512 KiB), at 64 KiB,
+and --objects --native; strata without --objects for reference;
+the hooks alone (a rate so high nothing is sampled); tracemalloc with
+1 frame (-X tracemalloc=1, its cheapest);
+memray run (every allocation, Python stacks: its default mode).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import STRATA, become_subreaper, reap_helpers  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "bench" / "workloads" / "allocs.py"
+
+
+def cpu_of(cmd, env=None):
+    p = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("%s failed: %s" % (cmd, status))
+    return ru.ru_utime + ru.ru_stime + reap_helpers()
+
+
+def configs(py, n, tmp, memray):
+    w = [WORK, n]
+    out = Path(tmp) / "o.strata"
+    c = {
+        "strata --objects (512 KiB)": [STRATA, "record", "-q", "-o", out, "--objects", "--", py] + w,
+        "strata --objects-rate 65536": [STRATA, "record", "-q", "-o", out, "--objects-rate", "65536", "--", py] + w,
+        "strata --objects --native": [STRATA, "record", "-q", "-o", out, "--objects", "--native", "--", py] + w,
+        "strata --objects-rate 2^40 (hooks, no samples)": [STRATA, "record", "-q", "-o", out, "--objects-rate",
+                                                           str(1 << 40), "--", py] + w,
+        "strata (cpu only, for reference)": [STRATA, "record", "-q", "-o", out, "--", py] + w,
+        "tracemalloc, 1 frame": [py, "-X", "tracemalloc=1"] + w,
+    }
+    if memray:
+        c["memray run"] = [py, "-m", "memray", "run", "-q", "-f", "-o", Path(tmp) / "m.bin"] + w
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", default=None)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--n", default="20", help="workload size (x100 000 iterations)")
+    ap.add_argument("--no-memray", action="store_true")
+    a = ap.parse_args()
+    py = a.python
+    if not py:
+        py = subprocess.run([str(ROOT / "scripts" / "benchenv.sh")], capture_output=True, text=True).stdout.strip()
+        if not py:
+            raise SystemExit("no benchmark virtualenv: run scripts/benchenv.sh")
+    memray = not a.no_memray and subprocess.run([py, "-c", "import memray"], capture_output=True).returncode == 0
+    become_subreaper()
+    ratios, plain = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        cfgs = configs(py, a.n, tmp, memray)
+        for r in range(a.runs):
+            base = cpu_of([py, WORK, a.n])
+            plain.append(base)
+            for name, cmd in cfgs.items():
+                ratios.setdefault(name, []).append(cpu_of(cmd) / base)
+            print("round %d: plain %.2f s" % (r + 1, base), file=sys.stderr)
+    ver = subprocess.run([py, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True).stdout.strip()
+    print("Python %s, workload allocs.py %s, %d rounds, plain run median %.2f s CPU" % (ver, a.n, a.runs,
+                                                                                     statistics.median(plain)))
+    print("| configuration | CPU time / plain (median, min-max) |")
+    print("|---|---|")
+    for name, rs in ratios.items():
+        print("| %s | %.3f (%.3f-%.3f) |" % (name, statistics.median(rs), min(rs), max(rs)))
+
+
+if __name__ == "__main__":
+    main()

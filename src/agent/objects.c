@@ -1,0 +1,417 @@
+/*
+ * objects.c — allocation sampling in the profiled process (--objects):
+ * CPython's allocator hooks, byte-based Poisson sampling, the table of
+ * sampled blocks, and when the hooks go in and out.
+ *
+ * Hooks: PyMem_SetAllocator on the three domains (RAW, MEM, OBJ), which
+ * every CPython 3.8+ has; each hook calls the allocator it replaced. They
+ * go in with the GIL held once the interpreter runs (an audit hook sees
+ * the first event from a running interpreter: the main module's start),
+ * and come out when sampling stops: the first sample point after a stop,
+ * on a thread holding the GIL, takes them out, so a stopped agent has no
+ * hook at all. Why these and not the reference tracer of 3.13+ or type
+ * wedges: docs/objects.md.
+ *
+ * Every hook call costs a thread-local subtraction (bytes left until the
+ * next sample point) and, for frees, one byte load from a counting filter
+ * of the sampled blocks. At a sample point the thread captures its stack
+ * into its ring exactly as the sampling signal does (sampler.c), without
+ * allocating, and enters the block into the shared table. Reentrancy: a
+ * thread busy sampling ignores its own calls; RAW calls made by the OBJ
+ * and MEM allocators underneath a hooked call are not counted twice.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <math.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "objects.h"
+#include "shm.h"
+#include "../common/format.h"
+
+/* CPython's stable allocator API (pymem.h), declared here because the
+ * core is built without Python's headers. */
+typedef struct {
+	void *ctx;
+	void *(*malloc)(void *ctx, size_t size);
+	void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+	void (*free)(void *ctx, void *ptr);
+} pymem_alloc;
+enum { D_RAW = 0, D_MEM = 1, D_OBJ = 2, D_N = 3 };
+
+static void (*get_allocator)(int domain, pymem_alloc *out);
+static void (*set_allocator)(int domain, pymem_alloc *in);
+static pymem_alloc orig[D_N];  /* what each hook calls */
+static pymem_alloc ours[D_N];
+static int installed;          /* changed with the GIL held only */
+
+struct otls {
+	int64_t left;          /* bytes until the next sample point */
+	uint64_t rng;
+	int depth;             /* inside a hooked OBJ/MEM call */
+	int busy;              /* taking a sample */
+};
+static TLS_IE __thread struct otls ot;
+
+/* ---- sampling ---- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Bytes to the next sample point: exponential with mean objects_rate. */
+static int64_t next_interval(void)
+{
+	if (!ot.rng) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ot.rng = ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull) ^ (uint64_t)syscall(SYS_gettid) ^ 1;
+	}
+	double u = ((double)(rng_next(&ot.rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+	double v = -log(u) * (double)agent.cfg.objects_rate;
+	return v < 1 ? 1 : v > 1e15 ? (int64_t)1e15 : (int64_t)v;
+}
+
+/* Loads under the fault guard (the caller set it up). */
+static int guarded_read(void *ctx, void *dst, uint64_t src, size_t n)
+{
+	(void)ctx;
+	if (!src)
+		return -1;
+	memcpy(dst, (const void *)(uintptr_t)src, n);
+	return 0;
+}
+
+/* The registers of this point, for --native: the unwinder starts here
+ * (sampler.c drops the agent's own frames). */
+static inline __attribute__((always_inline)) void here(ucontext_t *uc)
+{
+	uint64_t r[9];
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
+			 "mov %%rax, 0(%0)\n\t"
+			 "mov %%rsp, 8(%0)\n\t"
+			 "mov %%rbp, 16(%0)\n\t"
+			 "mov %%rbx, 24(%0)\n\t"
+			 "mov %%r12, 32(%0)\n\t"
+			 "mov %%r13, 40(%0)\n\t"
+			 "mov %%r14, 48(%0)\n\t"
+			 "mov %%r15, 56(%0)\n\t"
+			 :
+			 : "r"(r)
+			 : "rax", "memory");
+	memset(uc, 0, sizeof(*uc));
+	greg_t *g = uc->uc_mcontext.gregs;
+	g[REG_RIP] = (greg_t)r[0];
+	g[REG_RSP] = (greg_t)r[1];
+	g[REG_RBP] = (greg_t)r[2];
+	g[REG_RBX] = (greg_t)r[3];
+	g[REG_R12] = (greg_t)r[4];
+	g[REG_R13] = (greg_t)r[5];
+	g[REG_R14] = (greg_t)r[6];
+	g[REG_R15] = (greg_t)r[7];
+}
+
+/* Enters a sampled block; its slot, or UINT32_MAX if the window is full. */
+static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint64_t size, int domain)
+{
+	uint32_t f = objfilter_slot(addr);
+	if (atomic_load_explicit(&t->filter[f], memory_order_relaxed) >= 250)
+		return UINT32_MAX;
+	uint32_t h = objtab_home(addr);
+	for (uint32_t i = 0; i < OBJTAB_WINDOW; i++) {
+		uint32_t k = (h + i) & (OBJTAB_SIZE - 1);
+		struct objent *e = &t->e[k];
+		uint32_t exp = OBJ_EMPTY;
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) != OBJ_EMPTY ||
+		    !atomic_compare_exchange_strong(&e->state, &exp, OBJ_CLAIMED))
+			continue;
+		e->addr = addr;
+		e->id = id;
+		e->size = size;
+		e->domain = (uint8_t)domain;
+		e->written = 0;
+		e->type_written = 0;
+		e->scans = 0;
+		e->free_ns = 0;
+		atomic_store_explicit(&e->type, OBJTYPE_UNKNOWN, memory_order_relaxed);
+		atomic_fetch_add_explicit(&t->filter[f], 1, memory_order_relaxed);
+		atomic_store_explicit(&e->state, OBJ_LIVE, memory_order_release);
+		return k;
+	}
+	return UINT32_MAX;
+}
+
+/* Takes a slot back whose sample never reached the ring. */
+static void table_release(struct objtab *t, uint32_t k)
+{
+	struct objent *e = &t->e[k];
+	atomic_fetch_sub_explicit(&t->filter[objfilter_slot(e->addr)], 1, memory_order_relaxed);
+	atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
+}
+
+static void remove_hooks(void);
+
+static void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
+{
+	ot.left = next_interval();
+	struct tslot *s = tls_slot;
+	struct objtab *t = agent.objtab;
+	if (!t || !agent.active)
+		return;
+	if (atomic_load_explicit(&agent.stopping, memory_order_relaxed))
+		return; /* exiting: muted, left in (the runtime may be gone) */
+	if (!atomic_load_explicit(&agent.sampling, memory_order_relaxed)) {
+		/* Sampling is off: the hooks go (with the GIL, which OBJ and
+		 * MEM callers hold). */
+		if (domain != D_RAW && agent_py->phase() == STRATA_PHASE_RUNNING)
+			remove_hooks();
+		return;
+	}
+	/* A fork child before its agent took over: the region is still
+	 * the parent's. The recording of allocations ends where the
+	 * interpreter starts finalizing (what is live then is live). */
+	if (getpid() != agent.pid || agent_py->phase() != STRATA_PHASE_RUNNING)
+		return;
+	if (!s || s->in_handler || atomic_load_explicit(&s->exited, memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+		return;
+	}
+	ot.busy = 1;
+	s->in_handler = 1; /* the sampling signal waits: we use the guard */
+	uint64_t id = atomic_fetch_add_explicit(&t->next_id, 1, memory_order_relaxed) + 1;
+	uint32_t k = table_insert(t, (uint64_t)(uintptr_t)p, id, n, domain);
+	uint64_t w[AW_N] = { id, n, (uint64_t)domain | (k == UINT32_MAX ? (uint64_t)ALLOC_UNTRACKED << 8 : 0),
+			     k };
+	if (k == UINT32_MAX)
+		atomic_fetch_add_explicit(&t->untracked, 1, memory_order_relaxed);
+	ucontext_t uc;
+	if (agent.cfg.native)
+		here(&uc);
+	if (sample_alloc_capture(s, agent.cfg.native ? &uc : NULL, w) != 0) {
+		if (k != UINT32_MAX)
+			table_release(t, k);
+		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+	}
+	s->in_handler = 0;
+	ot.busy = 0;
+}
+
+static inline void account(int domain, void *p, size_t n)
+{
+	if ((ot.left -= (int64_t)n) > 0 || ot.busy)
+		return;
+	take_sample(domain, p, n);
+}
+
+static void __attribute__((noinline)) freed_slow(int domain, void *p)
+{
+	struct objtab *t = agent.objtab;
+	if (!t || getpid() != agent.pid)
+		return;
+	/* Frees while the interpreter finalizes are its teardown: what it
+	 * frees then was live at the end of the program, and is not marked
+	 * freed; its type is read all the same, while the object is whole. */
+	int running = agent_py->phase() == STRATA_PHASE_RUNNING;
+	uint64_t a = (uint64_t)(uintptr_t)p;
+	uint32_t h = objtab_home(a);
+	for (uint32_t i = 0; i < OBJTAB_WINDOW; i++) {
+		struct objent *e = &t->e[(h + i) & (OBJTAB_SIZE - 1)];
+		if (e->addr != a || atomic_load_explicit(&e->state, memory_order_acquire) != OBJ_LIVE)
+			continue;
+		/* The object is still whole: read its type now (OBJ blocks;
+		 * the GIL is held). */
+		if (e->domain == D_OBJ && atomic_load_explicit(&e->type, memory_order_relaxed) == OBJTYPE_UNKNOWN &&
+		    agent_py && agent_py->obj_type) {
+			struct tslot *s = tls_slot;
+			uint64_t ty = OBJTYPE_NONE;
+			if (s && !s->in_handler) {
+				s->in_handler = 1;
+				volatile uint64_t got = 0;
+				if (sigsetjmp(s->guard_jb, 0) == 0) {
+					s->guard_on = 1;
+					got = agent_py->obj_type(guarded_read, NULL, a, e->size);
+					s->guard_on = 0;
+				}
+				s->in_handler = 0;
+				ty = got ? got : OBJTYPE_NONE;
+				uint64_t exp = OBJTYPE_UNKNOWN;
+				atomic_compare_exchange_strong(&e->type, &exp, ty);
+			}
+		}
+		if (!running)
+			return;
+		e->free_ns = mono_ns();
+		uint32_t exp = OBJ_LIVE;
+		if (atomic_compare_exchange_strong(&e->state, &exp, OBJ_FREED))
+			atomic_fetch_sub_explicit(&t->filter[objfilter_slot(a)], 1, memory_order_relaxed);
+		return;
+	}
+	(void)domain;
+}
+
+static inline void freed(int domain, void *p)
+{
+	struct objtab *t = agent.objtab;
+	if (p && t && atomic_load_explicit(&t->filter[objfilter_slot((uint64_t)(uintptr_t)p)], memory_order_relaxed))
+		freed_slow(domain, p);
+}
+
+/* ---- the hooks, one set per domain ---- */
+
+/* ctx is the replaced allocator's own, and the hooks ignore it, so any mix
+ * of old and new fields a racing RAW caller may read is still valid. RAW
+ * calls nested in an OBJ or MEM call belong to that call. */
+#define HOOKS(name, D)                                                                          \
+	static void *name##_malloc(void *ctx, size_t n)                                         \
+	{                                                                                       \
+		(void)ctx;                                                                      \
+		if (D == D_RAW && ot.depth)                                                     \
+			return orig[D].malloc(orig[D].ctx, n);                                  \
+		ot.depth += D != D_RAW;                                                         \
+		void *p = orig[D].malloc(orig[D].ctx, n);                                       \
+		ot.depth -= D != D_RAW;                                                         \
+		if (p)                                                                          \
+			account(D, p, n);                                                       \
+		return p;                                                                       \
+	}                                                                                       \
+	static void *name##_calloc(void *ctx, size_t k, size_t n)                               \
+	{                                                                                       \
+		(void)ctx;                                                                      \
+		if (D == D_RAW && ot.depth)                                                     \
+			return orig[D].calloc(orig[D].ctx, k, n);                               \
+		ot.depth += D != D_RAW;                                                         \
+		void *p = orig[D].calloc(orig[D].ctx, k, n);                                    \
+		ot.depth -= D != D_RAW;                                                         \
+		if (p)                                                                          \
+			account(D, p, k * n);                                                   \
+		return p;                                                                       \
+	}                                                                                       \
+	static void *name##_realloc(void *ctx, void *old, size_t n)                             \
+	{                                                                                       \
+		(void)ctx;                                                                      \
+		if (D == D_RAW && ot.depth)                                                     \
+			return orig[D].realloc(orig[D].ctx, old, n);                            \
+		freed(D, old);                                                                  \
+		ot.depth += D != D_RAW;                                                         \
+		void *p = orig[D].realloc(orig[D].ctx, old, n);                                 \
+		ot.depth -= D != D_RAW;                                                         \
+		if (p)                                                                          \
+			account(D, p, n);                                                       \
+		return p;                                                                       \
+	}                                                                                       \
+	static void name##_free(void *ctx, void *p)                                             \
+	{                                                                                       \
+		(void)ctx;                                                                      \
+		if (D == D_RAW && ot.depth) {                                                   \
+			orig[D].free(orig[D].ctx, p);                                           \
+			return;                                                                 \
+		}                                                                               \
+		freed(D, p);                                                                    \
+		ot.depth += D != D_RAW;                                                         \
+		orig[D].free(orig[D].ctx, p);                                                   \
+		ot.depth -= D != D_RAW;                                                         \
+	}
+
+HOOKS(raw, D_RAW)
+HOOKS(mem, D_MEM)
+HOOKS(obj, D_OBJ)
+
+static void fill(pymem_alloc *a, int d)
+{
+	a->ctx = orig[d].ctx;
+	switch (d) {
+	case D_RAW: a->malloc = raw_malloc, a->calloc = raw_calloc, a->realloc = raw_realloc, a->free = raw_free; break;
+	case D_MEM: a->malloc = mem_malloc, a->calloc = mem_calloc, a->realloc = mem_realloc, a->free = mem_free; break;
+	default: a->malloc = obj_malloc, a->calloc = obj_calloc, a->realloc = obj_realloc, a->free = obj_free; break;
+	}
+}
+
+/* With the GIL. */
+static void install_hooks(void)
+{
+	if (installed || !get_allocator || !set_allocator)
+		return;
+	for (int d = 0; d < D_N; d++) {
+		get_allocator(d, &orig[d]);
+		fill(&ours[d], d);
+	}
+	for (int d = 0; d < D_N; d++)
+		set_allocator(d, &ours[d]);
+	installed = 1;
+}
+
+/* With the GIL. When someone hooked a domain on top of ours since
+ * (tracemalloc started by the program), taking ours out would take theirs
+ * too: then ours stay in every domain, muted. */
+static void remove_hooks(void)
+{
+	if (!installed)
+		return;
+	for (int d = 0; d < D_N; d++) {
+		pymem_alloc cur;
+		get_allocator(d, &cur);
+		if (cur.malloc != ours[d].malloc || cur.free != ours[d].free)
+			return; /* all stay, muted while sampling is off */
+	}
+	for (int d = 0; d < D_N; d++)
+		set_allocator(d, &orig[d]);
+	installed = 0;
+}
+
+void objects_sync(void)
+{
+	if (!agent.active || !agent.cfg.objects || getpid() != agent.pid)
+		return;
+	int want = atomic_load(&agent.sampling) && !atomic_load(&agent.stopping) &&
+		   atomic_load(&agent.has_output) && atomic_load(&agent.layout) == LAYOUT_OK &&
+		   agent_py->phase() == STRATA_PHASE_RUNNING;
+	if (want)
+		install_hooks();
+	else if (!atomic_load(&agent.stopping) && agent_py->phase() == STRATA_PHASE_RUNNING)
+		remove_hooks();
+}
+
+/* Called with the GIL held on every audit event: the first one from a
+ * running interpreter puts the hooks in, and so does the first after a
+ * `strata ctl start`. A load and a branch otherwise. */
+static int objects_audit(const char *event, void *args, void *data)
+{
+	(void)event;
+	(void)args;
+	(void)data;
+	if (!installed && agent.active && agent.cfg.objects && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
+		objects_sync();
+	return 0;
+}
+
+int objects_fresh(void)
+{
+	agent.objtab = shm_alloc(sizeof(struct objtab));
+	return agent.objtab ? 0 : -1;
+}
+
+int objects_setup(void)
+{
+	*(void **)&get_allocator = dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
+	*(void **)&set_allocator = dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+	int (*add)(int (*)(const char *, void *, void *), void *);
+	*(void **)&add = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+	if (!get_allocator || !set_allocator || !add || !agent_py->obj_type)
+		return -1;
+	if (!agent.objtab && objects_fresh())
+		return -1;
+	sample_alloc_init();
+	return add(objects_audit, NULL) == 0 ? 0 : -1;
+}

@@ -1,0 +1,138 @@
+/*
+ * writer-objects.c — the helper's side of allocation sampling
+ * (--objects): writes each sampled allocation as REC_ALLOC when its
+ * thread's ring is drained, names object types (REC_OBJ_TYPE, interned
+ * per stream), and watches the shared table of sampled blocks
+ * (objects.h) for types learnt and blocks freed.
+ *
+ * A block's type is known once the object in it is set up, which is
+ * after the allocator returned. The profiled process reads it at the
+ * block's free (while the object is still whole); a block that lives on
+ * is read here, from the target's memory, once it has been live for a
+ * pass (and at the end, every one still alive). Only the writer empties
+ * a freed slot, and only after its REC_ALLOC is out, so a REC_FREE never
+ * precedes its allocation in a stream.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "agentd.h"
+#include "objects.h"
+#include "../common/format.h"
+
+/* Type pointer -> REC_OBJ_TYPE index, for this stream. */
+#define TYPEMAP_SIZE 8192
+static struct {
+	uint64_t key[TYPEMAP_SIZE];
+	uint32_t index[TYPEMAP_SIZE];
+	uint32_t next;
+	uint64_t last_scan;
+} T = { .next = 1 };
+
+void wobj_reset(void)
+{
+	memset(T.key, 0, sizeof(T.key));
+	T.next = 1;
+}
+
+/* The index of type `type`, writing its REC_OBJ_TYPE the first time; 0
+ * for none. */
+static uint32_t type_index(struct wbuf *recs, uint64_t type)
+{
+	if (type == OBJTYPE_UNKNOWN || type == OBJTYPE_NONE)
+		return 0;
+	uint32_t h = (uint32_t)((type >> 4) * 0x9E3779B97F4A7C15ull >> 51) & (TYPEMAP_SIZE - 1);
+	for (uint32_t i = 0; i < TYPEMAP_SIZE; i++) {
+		uint32_t k = (h + i) & (TYPEMAP_SIZE - 1);
+		if (T.key[k] == type)
+			return T.index[k];
+		if (T.key[k])
+			continue;
+		char name[256];
+		if (!agentd_reader->type_name || agentd_reader->type_name(type, name, sizeof(name)))
+			snprintf(name, sizeof(name), "[unreadable type]");
+		struct rec_obj_type r = { .index = T.next, .name = name };
+		rec_put_obj_type(recs, &r);
+		T.key[k] = type;
+		T.index[k] = T.next;
+		return T.next++;
+	}
+	return 0; /* more types than the map holds: shown as their domain */
+}
+
+void wobj_put_alloc(struct wbuf *recs, const struct rsample *h, uint32_t stack, int64_t dt_ns)
+{
+	const uint64_t *w = (const uint64_t *)(h + 1);
+	struct rec_alloc a = {
+		.tid = h->tid,
+		.dt_ns = dt_ns,
+		.stack = stack,
+		.id = w[AW_ID],
+		.size = w[AW_SIZE],
+		.domain = (uint32_t)(w[AW_META] & 0xff),
+		.flags = (uint32_t)(w[AW_META] >> 8),
+	};
+	struct objtab *t = agent.objtab;
+	if (t && w[AW_SLOT] < OBJTAB_SIZE) {
+		struct objent *e = &t->e[w[AW_SLOT]];
+		if (e->id == a.id) {
+			uint64_t ty = atomic_load(&e->type);
+			if (ty != OBJTYPE_UNKNOWN || a.domain != ALLOC_OBJ) {
+				a.type = type_index(recs, ty);
+				e->type_written = 1;
+			}
+			e->written = 1;
+		}
+	}
+	rec_put_alloc(recs, &a);
+}
+
+void wobj_scan(struct wbuf *recs, int final)
+{
+	struct objtab *t = agent.objtab;
+	if (!t)
+		return;
+	uint64_t now = mono_ns();
+	if (!final && now - T.last_scan < 100 * 1000000ull)
+		return;
+	T.last_scan = now;
+	for (uint32_t k = 0; k < OBJTAB_SIZE; k++) {
+		struct objent *e = &t->e[k];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if ((st != OBJ_LIVE && st != OBJ_FREED) || !e->written)
+			continue;
+		if (!e->type_written) {
+			uint64_t ty = atomic_load(&e->type);
+			if (ty == OBJTYPE_UNKNOWN && st == OBJ_LIVE && (final || e->scans++ >= 1)) {
+				/* Alive a pass on: its object is set up. A free
+				 * racing with this read has set the type itself
+				 * first, and wins the exchange. */
+				uint64_t got = agentd_reader->obj_type ? agentd_reader->obj_type(e->addr, e->size) : 0;
+				uint64_t exp = OBJTYPE_UNKNOWN;
+				atomic_compare_exchange_strong(&e->type, &exp, got ? got : OBJTYPE_NONE);
+				ty = atomic_load(&e->type);
+			}
+			if (ty != OBJTYPE_UNKNOWN) {
+				uint32_t ix = type_index(recs, ty);
+				if (ix) {
+					struct rec_alloc_type r = { .id = e->id, .type = ix };
+					rec_put_alloc_type(recs, &r);
+				}
+				e->type_written = 1;
+			}
+		}
+		if (st == OBJ_FREED) {
+			if (!e->type_written && e->domain == ALLOC_OBJ) {
+				/* Freed unread (its reader was busy): nothing
+				 * more to learn. */
+				e->type_written = 1;
+			}
+			struct rec_free f = { .id = e->id, .time_ns = e->free_ns };
+			rec_put_free(recs, &f);
+			e->addr = 0;
+			atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
+		}
+	}
+}

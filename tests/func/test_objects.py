@@ -1,0 +1,185 @@
+"""strata record --objects: allocations sampled by bytes, by type and line.
+
+Known answers (tests/func/programs/objects.py), under every Python present:
+three() creates three times the dicts one() does; keep() keeps what it
+allocates and holds most live bytes, churn() frees everything it makes and
+holds none; a nested class is named by its qualified name; threads
+allocating at once all show up. The sampling rate is lowered (16 KiB) so
+that a short run has thousands of samples: the estimate's error is then a
+few percent, and the tolerances hold with room (docs/objects.md).
+"""
+import gzip
+import json
+
+import pytest
+
+from conftest import strata
+
+RATE = ["--objects", "--objects-rate", "16384"]
+
+
+def rec(record, python, what, opts=()):
+    r = record(python.require(), "objects.py", what, opts=list(RATE) + list(opts))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done", r.stdout  # output unchanged
+    return r
+
+
+def total(report, name, event):
+    """An event's total over the functions called `name` (comprehensions
+    are functions of their own before 3.12: counted under their caller)."""
+    rows = [f for f in report["functions"] if f["name"] == name]
+    assert rows, "no function %s: %s" % (name, [f["name"] for f in report["functions"][:20]])
+    return sum(f["events"][event]["total"] for f in rows)
+
+
+def types(report):
+    return {t["type"]: t for t in report["types"]}
+
+
+def test_dicts_three_to_one(python, record):
+    r = rec(record, python, "dicts")
+    rep = r.report("--type", "dict")
+    a3 = total(rep, "three", "alloc-objects")
+    a1 = total(rep, "one", "alloc-objects")
+    share = 100.0 * a3 / (a3 + a1)
+    assert abs(share - 75) <= 7, (a3, a1, share)
+    # The estimate of how many dicts were made: 1.6 million.
+    t = types(r.report())["dict"]
+    assert 1_300_000 <= t["alloc-objects"] <= 1_900_000, t
+    # Each batch was dropped: almost nothing of it is live at the end.
+    assert t["live-bytes"] < 0.05 * t["alloc-bytes"], t
+
+
+def test_kept_allocations_are_live_freed_are_not(python, record):
+    r = rec(record, python, "keep")
+    rep = r.report()
+    live_keep = total(rep, "keep", "live-bytes")
+    live_all = sum(t["live-bytes"] for t in rep["types"])
+    assert live_keep >= 0.9 * live_all, (live_keep, live_all)
+    # 60 000 bytes objects of ~1 KB kept.
+    assert 45e6 <= live_keep <= 80e6, live_keep
+    churn_alloc = total(rep, "churn", "alloc-bytes")
+    churn_live = total(rep, "churn", "live-bytes")
+    assert 45e6 <= churn_alloc <= 80e6, churn_alloc
+    assert churn_live <= 0.02 * churn_alloc, (churn_live, churn_alloc)
+    b = types(rep)["bytes"]
+    assert b["live-bytes"] >= 0.8 * live_keep, b
+
+
+def test_user_class_by_qualified_name(python, record):
+    r = rec(record, python, "classes")
+    t = types(r.report())
+    if python.minor >= (3, 14) and "Outer.Inner" not in t:
+        # Known and named in docs/objects.md: 3.14's object layout for
+        # instances with inline values is not read yet.
+        pytest.xfail("3.14+: instances of user classes show as [unreadable type] (docs/objects.md)")
+    assert "Outer.Inner" in t, sorted(t)
+    inner = t["Outer.Inner"]
+    # 200 000 instances, all alive when the program ends.
+    assert 150_000 <= inner["alloc-objects"] <= 260_000, inner
+    assert inner["live-objects"] >= 0.9 * inner["alloc-objects"], inner
+
+
+def test_threads_allocating_at_once(python, record):
+    r = rec(record, python, "threads")
+    rep = r.report()
+    workers = [t for t in rep["threads"] if t["name"].startswith("Thread-")]
+    assert len(workers) == 4, rep["threads"]
+    assert total(rep, "worker", "alloc-bytes") > 0.5 * sum(t["alloc-bytes"] for t in rep["types"])
+
+
+def test_text_report_and_pprof(debian_python, record, tmp_path):
+    r = rec(record, debian_python, "dicts")
+    out = strata("report", r.path)
+    assert out.returncode == 0, out.stderr
+    assert "Allocations by type" in out.stdout and "\n" in out.stdout
+    line = next(l for l in out.stdout.splitlines() if l.rstrip().endswith(" dict"))
+    assert "MiB" in line, line
+    bad = strata("report", "--type", "no-such-type", r.path)
+    assert bad.returncode == 1 and "no allocation of type 'no-such-type'" in bad.stderr, bad.stderr
+    pb = tmp_path / "o.pb.gz"
+    conv = strata("convert", r.path, "-f", "pprof", "-o", pb)
+    assert conv.returncode == 0, conv.stderr
+    raw = gzip.decompress(pb.read_bytes())
+    for name in (b"alloc_objects", b"alloc_space", b"inuse_objects", b"inuse_space"):
+        assert name in raw, name
+
+
+def test_dump_names_the_records(debian_python, record):
+    r = rec(record, debian_python, "classes")
+    d = strata("dump", r.path)
+    assert d.returncode == 0, d.stderr
+    kinds = {l.split()[1] for l in d.stdout.splitlines() if l.startswith("[")}
+    assert {"alloc", "obj-type", "free"} <= kinds or {"alloc", "obj-type", "alloc-type"} <= kinds, kinds
+    assert "objects-rate=16384" in d.stdout
+
+
+def test_without_objects_no_object_events(debian_python, record):
+    r = record(debian_python.require(), "objects.py", "dicts")
+    assert r.returncode == 0, r.stderr
+    rep = r.report()
+    assert "types" not in rep
+    assert not any(e["name"].startswith("alloc-") for e in rep["events"])
+
+
+def test_stopped_agent_has_no_hooks(python, tmp_path):
+    """--paused: the allocator is CPython's own; ctl start puts strata's
+    hooks in, ctl stop takes them out again (not only mutes them)."""
+    import subprocess
+    import time
+    from conftest import PROGRAMS, STRATA
+    from test_control import python_child, wait_agent, wait_for
+
+    interp = python.require()
+    state = tmp_path / "state"
+    out = tmp_path / "h.strata"
+    rec = subprocess.Popen([str(STRATA), "record", "--paused", "--objects", "--objects-rate", "4096", "-o", str(out),
+                            "--", str(interp.exe), str(PROGRAMS / "objects_hooks.py"), str(state), "30"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def now():
+        return state.read_text() if state.exists() else None
+
+    try:
+        pid = python_child(rec.pid)
+        wait_agent(pid, rec)
+        assert wait_for(lambda: now() is not None)
+        time.sleep(0.3)
+        assert now() == "off", "hooks in while paused"
+        assert strata("ctl", pid, "start").returncode == 0
+        assert wait_for(lambda: now() == "on"), "ctl start did not put the hooks in"
+        assert strata("ctl", pid, "stop").returncode == 0
+        assert wait_for(lambda: now() == "off"), "ctl stop did not take the hooks out"
+    finally:
+        rec.terminate()
+        rec.communicate(timeout=60)
+
+
+def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
+    """--native: a C extension's PyMem_RawMalloc is charged to its C
+    function (alloc_c, ext.c), under the Python function that called it."""
+    from pathlib import Path
+    from conftest import PROGRAMS
+    from test_native import build_ext
+
+    interp = python.require()
+    so = build_ext(interp, tmp_path)
+    out = tmp_path / "n.strata"
+    r = strata("record", "-o", out, "--native", *RATE, "--", interp.exe, PROGRAMS / "native" / "objects_ext.py", so)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done"
+    rep = json.loads(strata("report", "--json", out).stdout)
+    rows = [f for f in rep["functions"] if f["name"] == "alloc_c"]
+    assert rows, [f["name"] for f in rep["functions"][:20]]
+    f = rows[0]
+    assert f["kind"] == "native" and Path(f["module"]).name == "strata_native_ext.so", f
+    # 2000 blocks of 64 KiB: ~131 MB, all of it in alloc_c's own frame.
+    ab = f["events"]["alloc-bytes"]["self"]
+    assert 100e6 <= ab <= 165e6, ab
+    # Every other block kept.
+    assert 0.35 <= f["events"]["live-bytes"]["self"] / ab <= 0.65, f["events"]
+    caller = [x for x in rep["functions"] if x["name"] == "from_c"][0]
+    assert caller["events"]["alloc-bytes"]["total"] >= ab, caller
+    raw = types(rep)["[PyMem_RawMalloc]"]
+    assert raw["alloc-bytes"] >= ab * 0.95, raw
