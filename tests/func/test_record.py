@@ -93,15 +93,22 @@ def test_wall_mode_sees_all_threads(python, record):
     rep = r.report()
     assert rep["mode"] == "wall"
     threads = {t["name"]: t for t in rep["threads"]}
-    for name in ("busy-1", "busy-2", "sleepy-1", "sleepy-2", "MainThread"):
+    names = ("busy-1", "busy-2", "sleepy-1", "sleepy-2", "MainThread")
+    for name in names:
         assert name in threads, threads.keys()
-        # about 2 s at 1000 Hz each; generous for a loaded 2-core machine
-        assert threads[name]["samples"] > 800, (name, threads[name])
+    # About 2 s at 1000 Hz each, running or blocked alike: every tick
+    # samples every thread. A loaded machine (make check runs the sid
+    # stage beside the CPython tests) gives the sampler fewer ticks, but
+    # never to some threads more than others.
+    most = max(threads[n]["samples"] for n in names)
+    for name in names:
+        assert threads[name]["samples"] > 300, (name, threads[name])
+        assert threads[name]["samples"] > 0.8 * most, (name, threads[name], most)
     # The sleepers spend nearly all their time blocked.
     for name in ("sleepy-1", "sleepy-2"):
         assert threads[name]["idle"] > 0.9 * threads[name]["samples"], threads[name]
     sleepy = func_row(rep, "sleepy")
-    assert sleepy["total"] > 1600
+    assert sleepy["total"] > 0.9 * (threads["sleepy-1"]["samples"] + threads["sleepy-2"]["samples"])
 
 
 def test_subprocess_child_profiled(python, record):
