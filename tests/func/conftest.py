@@ -19,9 +19,11 @@ in sid).
 
 Tests marked `edge_pythons` check something that does not depend on the
 interpreter's version (a terminal UI, an export format, perf counters, the
-control channel) with a Python program: they run under Debian's Python, the
-oldest and the newest pyenv version (debian-3.11, 3.8 and 3.13 here; every
-selected one in the sid root) to keep `make check` within its time budget.
+control channel) or depends on another component's version (Numba's: the
+JIT tests then run under Debian's Numba 0.56 and PyPI's newest) with a
+Python program: they run under Debian's Python, the oldest and the newest
+pyenv version (debian-3.11, 3.8 and 3.13 here; every selected one in the
+sid root) to keep `make check` within its time budget.
 STRATA_TEST_EVERY_PYTHON=1 runs them under every interpreter too.
 """
 import json

@@ -58,6 +58,7 @@ def collapsed(res, *opts):
     return stacks
 
 
+@pytest.mark.edge_pythons
 def test_named_without_lines(record, numba_python):
     """Without --jit-lines or --native: the leaf JIT function is named (a
     Numba name demangled with its signature), kind "jit", and holds the
@@ -83,6 +84,7 @@ def test_named_without_lines(record, numba_python):
     assert good >= 0.95 * sum(n for _, n in in_kernel)
 
 
+@pytest.mark.edge_pythons
 def test_jit_lines(record, numba_python):
     """--jit-lines: the HOT line holds >= 80% of the kernel's JIT samples,
     and the lines are reported with kind "jit" in the @njit source file."""
@@ -120,6 +122,7 @@ def test_jit_lines(record, numba_python):
     assert any(" call " in l or "mulsd" in l for l in insns), insns
 
 
+@pytest.mark.edge_pythons
 def test_nested_native(record, numba_python):
     """--native --jit-lines: caller line -> outer (CALL line) -> inner (WORK
     line), unwound through the JIT code's own .eh_frame."""
@@ -149,6 +152,7 @@ def cut_short(res):
     return (n["failed"] + n["truncated"]) / n["samples"], n
 
 
+@pytest.mark.edge_pythons
 def test_native_without_jit_lines(record, numba_python):
     """--native alone (no debug information, so Numba's functions have no
     CFI): the helper derives their unwind rules from their machine code,
@@ -179,6 +183,7 @@ def test_native_without_jit_lines(record, numba_python):
     assert share <= 0.05, n
 
 
+@pytest.mark.edge_pythons
 def test_late_compile(record, numba_python):
     """A function first compiled halfway through the run is named."""
     res = run(record, numba_python, "late.py", "3")
@@ -194,6 +199,7 @@ def test_late_compile(record, numba_python):
     assert rows[0]["self"] >= 0.9 * under_caller, (rows[0], under_caller)
 
 
+@pytest.mark.edge_pythons
 def test_prange_workers(record, numba_python):
     """parallel=True: the worker threads are profiled and their samples
     land on the prange loop's BODY line of the @njit source."""
@@ -209,6 +215,7 @@ def test_prange_workers(record, numba_python):
         assert on_body >= 0.7 * t["samples"], (t, jit[:5])
 
 
+@pytest.mark.edge_pythons
 def test_cache_true(record, numba_python, tmp_path):
     """cache=True: the second run loads the compiled code from Numba's
     cache instead of compiling it; it is registered all the same, named,

@@ -338,6 +338,7 @@ def test_target_survives(python, record, ext, mode):
     assert len(rep["processes"]) == 2  # the fork child too
 
 
+@pytest.mark.edge_pythons
 def test_exports_of_a_native_profile(mixed, tmp_path):
     """A recorded --native profile read by the formats' real consumers:
     callgrind_annotate (native functions under their object and source
