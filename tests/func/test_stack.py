@@ -105,7 +105,10 @@ def test_stack_native(python, tmp_path):
         threads = {t["tid"]: t for t in json.loads(r.stdout)["threads"]}
         fr = threads[p.pid]["frames"]
         assert fr[-1]["kind"] == "native" and fr[-1]["function"] == "burn_c", fr[-3:]
-        assert Path(fr[-1]["file"]).name == "ext.c" and fr[-1]["line"] == marker_line(NATIVE / "ext.c", "/* HOT */")
+        # One pause lands anywhere in the loop: gcc gives the body the HOT
+        # line and the increment and test the `for` line above it.
+        hot = marker_line(NATIVE / "ext.c", "/* HOT */")
+        assert Path(fr[-1]["file"]).name == "ext.c" and fr[-1]["line"] in (hot - 1, hot), fr[-1]
         assert fr[-1]["module"].endswith("strata_native_ext.so")
         if python.minor == (3, 14) and fr[-2]["kind"] != "python":
             # Known and named in the README ("strata stack"): on 3.14 the
