@@ -318,7 +318,9 @@ void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const cha
 
 /* slots.c */
 struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */
-void slot_link(struct tslot *s);                       /* into the list (and tid table) */
+/* Into the list (and tid table), unless a live slot for s's tid is in the
+ * tid table already: then that one is returned and s is not linked. */
+struct tslot *slot_link(struct tslot *s);
 void slot_free(struct tslot *s);
 struct tslot *slot_by_tid(pid_t tid);                  /* handler-safe */
 void tidtab_del(struct tslot *s);                      /* caller holds reg_lock */

@@ -51,7 +51,13 @@ static void register_external(pid_t tid, unsigned long long start, uint32_t gen)
 	s->external = 1;
 	s->proc_start = start;
 	s->scan_gen = gen;
-	slot_link(s);
+	struct tslot *o = slot_link(s);
+	if (o != s) {
+		/* The thread registered itself since it was looked up. */
+		slot_free(s);
+		o->scan_gen = gen;
+		return;
+	}
 	/* Opened here: these are our descriptors (the overflow signal
 	 * names ours, sig_fd). With -e the target's handler takes a copy of
 	 * the leader to read counts. */

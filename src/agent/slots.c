@@ -102,14 +102,27 @@ void tidtab_del(struct tslot *s)
 	}
 }
 
-void slot_link(struct tslot *s)
+/* With a dlopen'ed agent two parties register threads: the helper's scan
+ * of /proc and the thread itself (the Python module's thread hook). Each
+ * looks the tid up first, but both can miss and link a slot: the check is
+ * repeated here under the lock, so a tid never has two slots (the second
+ * took the samples under one name, the first kept the other). */
+struct tslot *slot_link(struct tslot *s)
 {
 	reg_lock();
+	if (agent.by_tid) {
+		struct tslot *o = slot_by_tid(s->tid);
+		if (o && !atomic_load(&o->exited)) {
+			reg_unlock();
+			return o;
+		}
+	}
 	s->next = agent.slots;
 	agent.slots = s;
 	if (agent.by_tid)
 		tidtab_add(s);
 	reg_unlock();
+	return s;
 }
 
 void slot_free(struct tslot *s)

@@ -77,7 +77,23 @@ static struct tslot *register_tid(pid_t tid, const char *name, int external, uns
 		pthread_setspecific(slot_key, s);
 		__atomic_store_n(&tls_slot, s, __ATOMIC_SEQ_CST);
 	}
-	slot_link(s);
+	struct tslot *o = slot_link(s);
+	if (o != s) {
+		/* The helper's scan registered this tid since it was looked
+		 * up (a dlopen'ed agent): that slot is the thread's, and it
+		 * gets the name. */
+		if (!external) {
+			pthread_setspecific(slot_key, NULL);
+			__atomic_store_n(&tls_slot, o, __ATOMIC_SEQ_CST);
+		}
+		slot_free(s);
+		if (name && *name) {
+			reg_lock();
+			thread_set_name(o, name);
+			reg_unlock();
+		}
+		return o;
+	}
 	if (agent.trigger == TRIGGER_PERF_TASK_CLOCK) {
 		/* The helper opens the event and holds it: the program keeps
 		 * every descriptor number it would have without strata. The
