@@ -15,6 +15,11 @@
 #                                     tests named; -k "debian-3.14 or
 #                                     debian-3.15" keeps only the tests run
 #                                     once per interpreter)
+#   scripts/sidroot.sh regrtests [ARGS...]
+#                                     build, then CPython's own regression
+#                                     tests under strata on 3.14 and 3.15
+#                                     (tests/cpython/run_regrtests.py, cpu
+#                                     mode; ARGS go to it)
 #
 # The root is kept outside the checkout ($STRATA_SIDROOT, default
 # /var/cache/strata/sid/root), so a second run and other clones reuse it.
@@ -60,7 +65,9 @@ PYTHONS_PKGS="python3.14 python3.14-dev python3.14-venv python3.15 python3.15-de
 # builds), Numba for 3.14 (sid's python3-numba 0.65 is built for 3.14 only;
 # experimental's 0.67 too), pytest with xdist for the functional suite,
 # setuptools for the test that pip-installs strata's Python package.
-TEST_LIBS="python3-numpy python3-numba python3-pytest python3-pytest-xdist python3-setuptools"
+# The interpreters' own test suites for tests/cpython/run_regrtests.py.
+TEST_LIBS="python3-numpy python3-numba python3-pytest python3-pytest-xdist python3-setuptools
+	libpython3.14-testsuite libpython3.15-testsuite"
 # Tools the functional tests call: callgrind_annotate (valgrind), tmux for
 # strata top, glibc's debug information for --native, protoc for pprof,
 # flamegraph.pl (libdevel-nytprof-perl), perf, ps. Node.js with the npm
@@ -305,6 +312,12 @@ check)
 	in_root "$ROOT" env STRATA_BUILD="$top/build-sid" STRATA_TEST_PYTHONS="debian-3.14 debian-3.15" \
 		STRATA_VENVS="$VENVS" \
 		python3 -m pytest -p no:cacheprovider -ra --durations=15 $par "$@"
+	;;
+regrtests)
+	ensure
+	in_root "$ROOT" make -j"$(nproc)" PYTHONS="$INTERPS" BUILD=build-sid all
+	in_root "$ROOT" python3 tests/cpython/run_regrtests.py --python debian-3.14 --python debian-3.15 \
+		--strata "$top/build-sid/bin/strata" --workdir "$top/build-sid/cpython-tests" "$@"
 	;;
 *)
 	usage

@@ -23,12 +23,16 @@ decides whether each run behaved as it does without strata:
         [--only MODULE ...] [--workdir DIR] [--strata PATH]
 
 cpu mode runs on every interpreter; wall and native on Debian's, 3.8 and
-3.13 unless --every-mode is given or interpreters are named.
+3.13 unless --every-mode is given or interpreters are named (debian-3.14
+and debian-3.15 are cpu mode only unless --every-mode is given).
 
 Interpreters: Debian's /usr/bin/python3 (its tests come in the
 libpython3.11-testsuite package) and the newest pyenv CPython of each minor
 version 3.8-3.13 (ids: debian-3.11 3.8 3.9 3.10 3.11 3.12 3.13; the
-STRATA_TEST_PYTHONS variable narrows the set like --python). An absent one
+STRATA_TEST_PYTHONS variable narrows the set like --python), and inside
+the Debian sid root (scripts/sidroot.sh) debian-3.14 and debian-3.15,
+/usr/bin/python3.14 and python3.15 with their libpython3.X-testsuite
+(`make check` runs them there; they are not looked for by default). An absent one
 is skipped with one line naming it; one that is present but has no agent
 build, or no test package, is a failure. Exit status 0 when every run
 behaved as it does without strata.
@@ -52,6 +56,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_IDS = ["debian-3.11", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+# Debian sid's and experimental's interpreters, present only inside the sid
+# root (scripts/sidroot.sh): make check runs them there, with build-sid's
+# strata, cpu mode (SID_REGRTESTS in the Makefile).
+SID_IDS = ["debian-3.14", "debian-3.15"]
 
 # ---- what runs ---------------------------------------------------------------
 # A selection is a list of test modules and the regrtest patterns that choose
@@ -180,6 +188,9 @@ def pyenv_root():
 def find_exe(ident):
     if ident == "debian-3.11":
         return Path("/usr/bin/python3") if Path("/usr/bin/python3").exists() else None
+    if ident in SID_IDS:
+        exe = Path("/usr/bin/python" + ident.split("-")[1])
+        return exe if exe.exists() else None
     versions = pyenv_root() / "versions"
     found = []
     if versions.is_dir():
@@ -215,8 +226,8 @@ class Interp:
             return "no agent build for Python %s (%s): %s is missing; `make` builds it" % (
                 self.version, self.exe, libdir / ("strata-py-%s.so" % self.version))
         if not (self.testdir / "libregrtest").is_dir():
-            pkg = " (Debian package libpython3.11-testsuite; scripts/deps.sh installs it)" \
-                if self.id.startswith("debian") else ""
+            pkg = " (Debian package libpython%s-testsuite; scripts/deps.sh and scripts/sidroot.sh install it)" % (
+                self.id.split("-")[1]) if self.id.startswith("debian") else ""
             return "Python %s has no test package at %s%s" % (self.version, self.testdir, pkg)
         return None
 
@@ -614,7 +625,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--strata", type=Path, default=ROOT / "build" / "bin" / "strata")
-    ap.add_argument("--python", action="append", help="an interpreter id (%s); repeatable" % " ".join(ALL_IDS))
+    ap.add_argument("--python", action="append",
+                    help="an interpreter id (%s); repeatable" % " ".join(ALL_IDS + SID_IDS))
     ap.add_argument("--mode", default="cpu,wall,native", help="comma-separated: cpu, wall, native")
     ap.add_argument("--parallel", type=int, default=int(os.environ.get("STRATA_REGRTEST_PARALLEL", 3)),
                     help="regrtest runs at a time (default 3: the tests mostly wait)")
@@ -652,7 +664,8 @@ def main():
             failures.append({"python": ident, "ok": False, "problems": [why]})
             continue
         for m in modes:
-            if m != "cpu" and not args.python and not args.every_mode and ident not in SMALL_IDS:
+            if m != "cpu" and not args.every_mode and ident not in SMALL_IDS and \
+                    (not args.python or ident in SID_IDS):
                 continue
             jobs.append((it, m))
     # Longest first, so that the slow runs do not end up alone at the end.
