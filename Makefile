@@ -48,7 +48,7 @@ AGENT_SRC  = src/agent/agent.c src/agent/link.c src/agent/ctlsock.c src/agent/si
 	     $(AGENT_SHARED)
 AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/writer-objects.c src/agent/control.c \
 	     src/agent/wall.c src/agent/scan.c src/agent/unwind-build.c src/agent/cfi-synth.c src/agent/jit-poll.c \
-	     src/agent/remote.c src/agent/perfread.c src/agent/jitdump.c $(AGENT_SHARED)
+	     src/agent/remote.c src/agent/perfread.c src/agent/jitdump.c src/agent/jit-find.c $(AGENT_SHARED)
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
