@@ -45,24 +45,19 @@ int jit_desc_candidates(const char *path, uint64_t *out, int max)
 	if (!d)
 		return -1;
 	static const struct desc initial = { 1, 0, 0, 0 };
-	uint64_t found[JIT_DESC_MAX_CANDIDATES];
-	int n = 0, over = 0;
+	int n = 0;
 	/* 8-aligned: the struct holds pointers. */
 	uint64_t first = (data.addr + 7) & ~7ull;
 	for (uint64_t a = first; a + sizeof(initial) <= data.addr + data.size; a += 8)
 		if (!memcmp(d + (a - data.addr), &initial, sizeof(initial))) {
-			if (n == JIT_DESC_MAX_CANDIDATES) {
-				over = 1;
+			if (n == max) {
+				n = -1;
 				break;
 			}
-			found[n++] = a;
+			out[n++] = a;
 		}
 	free(d);
-	if (over)
-		return -1;
-	int m = n < max ? n : max;
-	memcpy(out, found, (size_t)m * sizeof(found[0]));
-	return m;
+	return n;
 }
 
 int jit_desc_verify(uint64_t addr)

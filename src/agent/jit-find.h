@@ -16,13 +16,16 @@
 
 #include <stdint.h>
 
-/* More candidates than this in one object and it is not looked at. */
+/* More candidates than this in one object and the helper does not look
+ * at it (an LLVM build has a few: three in Debian sid's and PyPI's
+ * libllvmlite.so). */
 #define JIT_DESC_MAX_CANDIDATES 32
 
 /* The link-time addresses in the ELF file at `path` where a descriptor
  * can be: 8-aligned places in .data whose 24 bytes in the file are a
- * fresh descriptor ({version 1, no action, no entries}). At most `max` go to out. Returns how many,
- * 0 if none, -1 if the file cannot be read or has too many. */
+ * fresh descriptor ({version 1, no action, no entries}), into out.
+ * Returns how many, 0 if none, -1 if the file cannot be read or has more
+ * than `max`. */
 int jit_desc_candidates(const char *path, uint64_t *out, int max);
 
 /* Whether the target's memory at `addr` is a GDB JIT descriptor in use:
