@@ -28,6 +28,8 @@ static const char usage_text[] =
 	"                         columns (callgrind, pprof) carry every event\n"
 	"      --no-idle          leave out samples of blocked threads (wall mode)\n"
 	"      --keep-interpreter keep CPython's own frames in native stacks\n"
+	"      --no-inline        native stacks: no frames for inlined functions\n"
+	"                         (their time goes to the function they are in)\n"
 	"  -h, --help             show this help\n"
 	"\n"
 	"formats:\n";
@@ -120,6 +122,7 @@ int cmd_convert(int argc, char **argv)
 		{ "event", required_argument, 0, 'e' },
 		{ "no-idle", no_argument, 0, 'I' },
 		{ "keep-interpreter", no_argument, 0, 'K' },
+		{ "no-inline", no_argument, 0, 'N' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -131,6 +134,7 @@ int cmd_convert(int argc, char **argv)
 		case 'e': event = optarg; break;
 		case 'I': o.exclude_idle = 1; break;
 		case 'K': lo.keep_interpreter = 1; break;
+		case 'N': lo.no_inline = 1; break;
 		case 'h': convert_usage(stdout); return 0;
 		default: convert_usage(stderr); return 2;
 		}

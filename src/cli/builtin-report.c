@@ -43,6 +43,8 @@ static const char usage_text[] =
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
 	"      --keep-interpreter  native stacks: keep CPython's own frames\n"
+	"      --no-inline      native stacks: no frames for inlined functions (their\n"
+	"                       time goes to the function they are inlined into)\n"
 	"      --type NAME      --objects: only allocations of type NAME (dict, Foo,\n"
 	"                       [PyMem_Malloc], ...: see the types table)\n"
 	"  -h, --help           show this help\n"
@@ -58,6 +60,7 @@ struct report_opts {
 	int by_total;
 	int no_idle;
 	int keep_interpreter;
+	int no_inline;
 	uint32_t pid, tid;
 	const char *path;
 	const char *type;   /* --type */
@@ -951,6 +954,8 @@ static void report_json(const struct profile *p, const struct agg *a, const stru
 		json_uint(j, p->native.mismatch);
 		json_key(j, "keep_interpreter");
 		json_bool(j, o->keep_interpreter);
+		json_key(j, "inline");
+		json_bool(j, !o->no_inline);
 		json_object_end(j);
 	} else {
 		json_null(j);
@@ -1099,6 +1104,7 @@ int cmd_report(int argc, char **argv)
 		{ "tid", required_argument, 0, 't' },
 		{ "no-idle", no_argument, 0, 'I' },
 		{ "keep-interpreter", no_argument, 0, 'K' },
+		{ "no-inline", no_argument, 0, 'N' },
 		{ "type", required_argument, 0, 'T' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -1145,6 +1151,9 @@ int cmd_report(int argc, char **argv)
 		case 'K':
 			o.keep_interpreter = 1;
 			break;
+		case 'N':
+			o.no_inline = 1;
+			break;
 		case 'T':
 			o.type = optarg;
 			break;
@@ -1168,7 +1177,7 @@ int cmd_report(int argc, char **argv)
 		o.limit = o.json ? 0 : 20;
 
 	char err[512];
-	struct load_opts lo = { .keep_interpreter = o.keep_interpreter };
+	struct load_opts lo = { .keep_interpreter = o.keep_interpreter, .no_inline = o.no_inline };
 	struct profile *p = profile_load(o.path, &lo, err, sizeof(err));
 	if (!p) {
 		errorf("%s: %s", o.path, err);

@@ -210,7 +210,7 @@ static uint32_t make_frames(struct profile *p, const struct sym_info *si, uint64
 			return PNONE;
 		++*depth;
 	}
-	for (uint32_t i = 0; i < si->ninl; i++) {
+	for (uint32_t i = 0; i < si->ninl && !p->in->opts.no_inline; i++) {
 		const struct sym_inline *e = &si->inl[i];
 		if (!native_shown(p, si, e->name))
 			continue;

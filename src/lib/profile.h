@@ -202,6 +202,8 @@ struct profile {
 
 struct load_opts {
 	int keep_interpreter;   /* --keep-interpreter: keep CPython's own frames (with --native) */
+	int no_inline;          /* --no-inline: functions inlined into a native frame are not
+	                         * frames of their own; their time is the outer function's */
 };
 
 /* Loads a whole file. On failure returns NULL with a one-line reason

@@ -906,6 +906,95 @@ static struct sym_inline *inl_alloc(struct symbolizer *s, uint32_t n)
  * function (the line it called) but not the levels themselves. */
 #define MAX_INLINE 64
 
+/* The concrete scopes around pc, found in one descent from the CU: at
+ * each level only the child whose code ranges hold pc is entered (C++
+ * namespaces and classes, which hold no code of their own, are looked
+ * into). Fills *sub with the subprogram and inl[] with the inlined
+ * instances, innermost first; returns 1 if a subprogram was found.
+ * libdw's dwarf_getscopes finds the innermost instance too, but the code
+ * an instance is inlined into takes a dwarf_getscopes_die per level,
+ * each a walk of the whole CU from its start: in a big CU (CPython's
+ * ceval.c) that was most of the time `report` spent on a native profile
+ * (bench/inline.py). */
+static int scope_path(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *sub, Dwarf_Die *inl, uint32_t *ninl, int *deep)
+{
+	Dwarf_Die path[MAX_INLINE + 1];
+	uint32_t n = 0;
+	int have_sub = 0;
+	Dwarf_Die parent = *cu, child;
+	for (int guard = 0; guard < 4096; guard++) {
+		if (dwarf_child(&parent, &child) != 0)
+			break;
+		int entered = 0;
+		do {
+			int tag = dwarf_tag(&child);
+			switch (tag) {
+			case DW_TAG_subprogram:
+			case DW_TAG_inlined_subroutine:
+			case DW_TAG_lexical_block:
+				if (dwarf_haspc(&child, pc) != 1)
+					continue;
+				if (tag == DW_TAG_subprogram) {
+					/* A function nested in another (a
+					 * GNU C nested function) is the one
+					 * running: start the chain over. */
+					*sub = child;
+					have_sub = 1;
+					n = 0;
+				} else if (tag == DW_TAG_inlined_subroutine && have_sub) {
+					if (n < MAX_INLINE + 1)
+						path[n++] = child;
+					else
+						*deep = 1;
+				}
+				entered = 1;
+				break;
+			case DW_TAG_namespace:
+			case DW_TAG_class_type:
+			case DW_TAG_structure_type:
+			case DW_TAG_union_type:
+			case DW_TAG_module:
+				if (have_sub || !dwarf_haschildren(&child))
+					continue;
+				/* Look inside; come back to the siblings
+				 * after, if pc is not there. */
+				{
+					Dwarf_Die s2;
+					uint32_t n2 = 0;
+					int deep2 = 0;
+					Dwarf_Die inl2[MAX_INLINE];
+					if (scope_path(&child, pc, &s2, inl2, &n2, &deep2)) {
+						*sub = s2;
+						memcpy(inl, inl2, n2 * sizeof(*inl));
+						*ninl = n2;
+						*deep = deep2;
+						return 1;
+					}
+				}
+				continue;
+			default:
+				continue;
+			}
+			if (entered)
+				break;
+		} while (dwarf_siblingof(&child, &child) == 0);
+		if (!entered)
+			break;
+		parent = child;
+	}
+	if (!have_sub)
+		return 0;
+	if (n > MAX_INLINE) {
+		n = MAX_INLINE;
+		*deep = 1;
+	}
+	/* path[] is outermost first; inl[] is innermost first. */
+	for (uint32_t i = 0; i < n; i++)
+		inl[i] = path[n - 1 - i];
+	*ninl = n;
+	return 1;
+}
+
 /* From DWARF: the function (DW_TAG_subprogram) that contains `a`, where it
  * is declared, its name when no ELF symbol gave one, and the functions
  * inlined at `a` (DW_TAG_inlined_subroutine), outermost first, each with
@@ -929,7 +1018,19 @@ static void func_scope(struct symbolizer *s, struct symfile *f, uint64_t a, stru
 	const char *call_file = NULL; /* the outermost call site seen */
 	uint32_t call_line = 0;
 	Dwarf_Die *scopes = NULL;
-	int n = dwarf_getscopes(cu, a - bias, &scopes);
+	int n = 0;
+	if (scope_path(cu, a - bias, &sub, inl, &ninl, &deep)) {
+		have_sub = 1;
+		for (uint32_t i = 0; i < ninl; i++)
+			if (!call_site(&inl[i], &call_file, &call_line)) {
+				call_file = NULL;
+				call_line = 0;
+			}
+	} else {
+		/* Not found by the descent (code in a DIE it does not look
+		 * into): libdw's own search. */
+		n = dwarf_getscopes(cu, a - bias, &scopes);
+	}
 	while (n > 0) {
 		int i = 0, tag = 0;
 		for (; i < n; i++) {

@@ -453,6 +453,18 @@ def test_inlined_function_is_a_frame(inlined):
     # With --keep-interpreter too.
     kept = inlined.report(keep=True)
     assert func_row(kept, "churn_inner")["self"] == row["self"]
+    assert rep["native"]["inline"] is True
+    # --no-inline: churn holds the time, at the line that calls churn_mid.
+    out = strata("report", "--json", "--no-inline", inlined.path)
+    assert out.returncode == 0, out.stderr
+    flat = json.loads(out.stdout)
+    assert flat["native"]["inline"] is False
+    names = {f["name"] for f in flat["functions"]}
+    assert "churn_inner" not in names and "churn_mid" not in names, sorted(names)
+    own = sum(func_row(rep, n)["self"] for n in ("churn", "churn_mid", "churn_inner"))
+    assert func_row(flat, "churn")["self"] == own, func_row(flat, "churn")
+    hot = max((ln for ln in flat["lines"] if ln["function"] == "churn"), key=lambda ln: ln["self"])
+    assert hot["line"] == mid, hot
 
 
 def test_inlined_function_in_annotate(inlined):

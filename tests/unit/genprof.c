@@ -3,7 +3,7 @@
  * encoders, and times loading + aggregating one (make bench-load).
  *
  *   genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random]
- *                               [--locality N] [--native]
+ *                               [--locality N] [--native [--leaf-lib LIB]]
  *   genprof --time FILE [--keep-interpreter]
  *
  * The profile looks like the agent's output: one process, several threads,
@@ -26,6 +26,11 @@
  * with their debug information): an eval-loop activation and two frames of
  * call machinery per Python frame, and half the leaves in one of 5,000 libc
  * addresses.
+ *
+ * --leaf-lib LIB (with --native) puts every sample's leaf in LIB instead,
+ * at one of 5,000 addresses of its code: with an -O2/-O3 library built
+ * with -g (pyenv's libpython), most leaves are inside inlined functions,
+ * which is what the inline expansion bench (bench/inline.py) measures.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -84,6 +89,8 @@ static unsigned locality; /* mean run of a thread's stack, 0 = independent */
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
 #define LIBC_BASE 0x7f3000000000ull
 static int native;
+static char *leaf_lib = LIBC; /* --leaf-lib */
+static int leaf_always;
 static struct elf_section py_text, libc_text;
 static uint64_t py_eval;
 
@@ -143,7 +150,7 @@ static void put_stack(struct synth *s, uint32_t idx, uint32_t funcs, struct rec_
 		 * its eval activation above two frames of call machinery, at
 		 * addresses fixed per function, then the interpreter's main. */
 		uint32_t n = 0;
-		if (next() % 2)
+		if (leaf_always || next() % 2)
 			nat[n++] = LIBC_BASE + libc_text.addr + hash_mix(next() % 5000) % libc_text.size;
 		for (uint32_t i = 0; i < depth; i++) {
 			uint64_t h = hash_mix(py[i].code);
@@ -160,9 +167,9 @@ static void put_stack(struct synth *s, uint32_t idx, uint32_t funcs, struct rec_
 
 static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t funcs, uint32_t threads)
 {
-	if (native && (elf_find_section(PY_EXE, ".text", &py_text) || elf_find_section(LIBC, ".text", &libc_text) ||
+	if (native && (elf_find_section(PY_EXE, ".text", &py_text) || elf_find_section(leaf_lib, ".text", &libc_text) ||
 		       !(py_eval = eval_addr()))) {
-		fprintf(stderr, "genprof: --native needs %s and %s\n", PY_EXE, LIBC);
+		fprintf(stderr, "genprof: --native needs %s and %s\n", PY_EXE, leaf_lib);
 		return -1;
 	}
 	struct synth s;
@@ -180,7 +187,7 @@ static int generate(const char *path, uint64_t n, uint32_t nstacks, uint32_t fun
 	if (native) {
 		struct rec_module py = { .start = py_text.addr, .end = py_text.addr + py_text.size, .path = PY_EXE };
 		struct rec_module lc = { .start = LIBC_BASE + libc_text.addr, .end = LIBC_BASE + libc_text.addr + libc_text.size,
-					 .bias = LIBC_BASE, .path = LIBC };
+					 .bias = LIBC_BASE, .path = leaf_lib };
 		rec_put_module(&s.recs, &py);
 		rec_put_module(&s.recs, &lc);
 	}
@@ -287,7 +294,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, 0, 'T' }, { "seed", required_argument, 0, 's' },
 		{ "time", required_argument, 0, 't' },    { "random", no_argument, 0, 'R' },
 		{ "native", no_argument, 0, 'N' },        { "keep-interpreter", no_argument, 0, 'K' },
-		{ "locality", required_argument, 0, 'L' },
+		{ "locality", required_argument, 0, 'L' }, { "leaf-lib", required_argument, 0, 'l' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -310,8 +317,12 @@ int main(int argc, char **argv)
 		case 'N': native = 1; break;
 		case 'K': keep = 1; break;
 		case 'L': locality = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'l':
+			leaf_lib = optarg;
+			leaf_always = 1;
+			break;
 		default:
-			fprintf(stderr, "usage: genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random] [--locality N] [--native]\n"
+			fprintf(stderr, "usage: genprof -n SAMPLES -o FILE [--stacks N] [--funcs N] [--threads N] [--seed N] [--random] [--locality N] [--native [--leaf-lib LIB]]\n"
 					"       genprof --time FILE [--keep-interpreter]\n");
 			return 2;
 		}
