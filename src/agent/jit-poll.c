@@ -11,7 +11,9 @@
  * Instead the helper polls: every pass (10 ms) it reads the descriptor of
  * each LLVM copy loaded in the target (found in the symbol tables of the
  * objects whose name says LLVM, and of the executable, again whenever the
- * target's link map changes). The descriptor changes on every registration
+ * target's link map changes; where a stripped LLVM names none, the places
+ * it can be are watched until one is seen in use: jit-find.h). The
+ * descriptor changes on every registration
  * and unregistration (relevant_entry, action_flag, and first_entry on
  * registration), so a pass with no change costs one read; after a change
  * the list is walked with checked reads (LLVM may be editing it in another
@@ -33,6 +35,7 @@
 
 #include "agent.h"
 #include "jit.h"
+#include "jit-find.h"
 #include "remote.h"
 #include "unwind.h"
 #include "../common/elfsect.h"
@@ -52,6 +55,8 @@ struct gdb_jit_descriptor {
 };
 
 #define MAX_DESCRIPTORS 8
+#define MAX_PENDING 64            /* candidate descriptors (jit-find.h) */
+#define MAX_EXAMINED 64           /* objects looked at for candidates */
 #define MAX_LISTENERS 4
 #define MAX_WALK 100000           /* entries in one list: anything longer is a loop */
 #define MAX_IMAGE (32u << 20)     /* bytes: a record must fit a chunk */
@@ -89,6 +94,17 @@ static struct {
 	int warned_full;
 
 	uint64_t gen;                  /* the target's link map when last searched */
+
+	/* LLVM copies that do not name their descriptor (jit-find.h): the
+	 * places it can be, until one is seen in use. An object is
+	 * examined once (by its dynamic section and bias). */
+	struct {
+		uint64_t addr, ld;
+		struct gdb_jit_descriptor last;
+	} pending[MAX_PENDING];
+	uint32_t npending;
+	uint64_t examined[MAX_EXAMINED][2];
+	uint32_t nexamined;
 } J = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1 };
 
 /* The handler's view, in the shared region. */
@@ -150,6 +166,54 @@ static void add_desc(uint64_t addr)
 	J.ndesc++;
 }
 
+/* An LLVM inside a stripped object (Debian sid's libllvmlite.so): the
+ * places its descriptor can be, watched by take_pending(). */
+static void add_candidates(const struct robj *o)
+{
+	for (uint32_t i = 0; i < J.nexamined; i++)
+		if (J.examined[i][0] == o->ld && J.examined[i][1] == o->bias)
+			return;
+	if (J.nexamined == MAX_EXAMINED)
+		return;
+	J.examined[J.nexamined][0] = o->ld;
+	J.examined[J.nexamined][1] = o->bias;
+	J.nexamined++;
+	uint64_t c[JIT_DESC_MAX_CANDIDATES];
+	int n = jit_desc_candidates(o->path, c, JIT_DESC_MAX_CANDIDATES);
+	if (n < 0)
+		agent_log("%s has no __jit_debug_descriptor symbol and strata cannot tell where it is: "
+			  "JIT code compiled by it is not found", o->path);
+	for (int i = 0; i < n && J.npending < MAX_PENDING; i++) {
+		J.pending[J.npending].addr = o->bias + c[i];
+		J.pending[J.npending].ld = o->ld;
+		memset(&J.pending[J.npending].last, 0, sizeof(J.pending[0].last));
+		J.npending++;
+	}
+}
+
+/* Takes a candidate that is seen in use as its object's descriptor (and
+ * forgets the object's other candidates). A candidate is verified again
+ * only when its bytes changed. */
+static void take_pending(void)
+{
+	for (uint32_t i = 0; i < J.npending; i++) {
+		struct gdb_jit_descriptor now;
+		if (remote_read(&now, J.pending[i].addr, sizeof(now)) || !memcmp(&now, &J.pending[i].last, sizeof(now)))
+			continue;
+		J.pending[i].last = now;
+		if (!jit_desc_verify(J.pending[i].addr))
+			continue;
+		add_desc(J.pending[i].addr);
+		uint64_t ld = J.pending[i].ld;
+		uint32_t m = 0;
+		for (uint32_t k = 0; k < J.npending; k++)
+			if (J.pending[k].ld != ld)
+				J.pending[m++] = J.pending[k];
+		J.npending = m;
+		i = (uint32_t)-1; /* the array moved: start over */
+	}
+}
+
 static int scan_cb(const struct robj *o, void *arg)
 {
 	(void)arg;
@@ -174,6 +238,8 @@ static int scan_cb(const struct robj *o, void *arg)
 		uint64_t v = elf_symbol(o->path, "__jit_debug_descriptor", NULL);
 		if (v)
 			add_desc(o->bias + v);
+		else if (!o->is_main && !o->is_vdso)
+			add_candidates(o);
 	}
 	return 0;
 }
@@ -383,6 +449,8 @@ void jit_poll(struct wbuf *recs)
 {
 	pthread_mutex_lock(&J.lock);
 	find_descriptors();
+	if (J.npending)
+		take_pending();
 	int changed = 0;
 	for (uint32_t i = 0; i < J.ndesc; i++) {
 		struct gdb_jit_descriptor now;

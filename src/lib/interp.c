@@ -1,5 +1,5 @@
 /*
- * interp.c — see interp.h. The names are CPython 3.8-3.13's (Objects/,
+ * interp.c — see interp.h. The names are CPython 3.8-3.15's (Objects/,
  * Python/ceval.c, Modules/_functoolsmodule.c); a name that a version does
  * not have costs nothing. Each group says why it is machinery. What is not
  * listed is shown, so a new CPython function is visible until someone
@@ -54,8 +54,14 @@ static const char *const machinery[] = {
 	"PyObject_CallFinalizer", "PyObject_CallFinalizerFromDealloc",
 	"_PyVectorcall_FunctionInline", "PyVectorcall_NARGS", "_PyVectorcall_NARGS",
 	/* 3.15: the eval loop's calls through tagged stack references
-	 * (Python/ceval.c), converting the arguments and calling vectorcall. */
+	 * (Python/ceval.c, "helper functions for large uops" in
+	 * pycore_ceval.h), converting the arguments and calling vectorcall,
+	 * a builtin function's or method descriptor's C function, or a
+	 * builtin type; the callee is shown. */
 	"_Py_VectorCall_StackRefSteal", "_Py_VectorCallInstrumentation_StackRefSteal",
+	"_Py_BuiltinCallFast_StackRef", "_Py_BuiltinCallFastWithKeywords_StackRef",
+	"_PyCallMethodDescriptorFast_StackRef", "_PyCallMethodDescriptorFastWithKeywords_StackRef",
+	"_Py_CallBuiltinClass_StackRef",
 	/* The recursion limit checked around each call. */
 	"_Py_EnterRecursiveCall", "_Py_EnterRecursiveCallTstate", "_Py_EnterRecursiveCallTstateUnchecked",
 	"_Py_EnterRecursiveCall_inline", "_Py_LeaveRecursiveCall", "_Py_LeaveRecursiveCallTstate",

@@ -110,10 +110,6 @@ def test_stack_native(python, tmp_path):
         hot = marker_line(NATIVE / "ext.c", "/* HOT */")
         assert Path(fr[-1]["file"]).name == "ext.c" and fr[-1]["line"] in (hot - 1, hot), fr[-1]
         assert fr[-1]["module"].endswith("strata_native_ext.so")
-        if python.minor == (3, 14) and fr[-2]["kind"] != "python":
-            # Known and named in the README ("strata stack"): on 3.14 the
-            # merge lists the Python frames above the C ones.
-            pytest.xfail("stack --native on 3.14 lists Python frames above C (README)")
         assert fr[-2]["kind"] == "python" and fr[-2]["function"] == "spin", fr[-3:]
         assert fr[-2]["line"] == marker_line(PROGRAMS / "stuck.py", "# STUCK")
         assert not any(f["function"] == "_PyEval_EvalFrameDefault" for f in fr), fr

@@ -40,6 +40,8 @@ ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 # library, not something the tests link against).
 test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
 test_offcheck_EXTRA = src/agent/py/offcheck.c
+# remote_read is the test's own (its memory is the target's).
+test_jitfind_EXTRA = src/agent/jit-find.c
 
 # The exporters' tests link the exporters, built for the flavour at hand.
 UNIT_EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
