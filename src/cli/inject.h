@@ -24,10 +24,11 @@ struct inject_stats {
 	pid_t tid;         /* the thread borrowed */
 };
 
-/* Loads and starts the agent from agent_dir in process pid, waiting at
- * most timeout_ms for a safe point. Returns 0, or -1 with one line in err
- * (the process is then as it was, unless err says otherwise). */
-int inject_agent(pid_t pid, const char *agent_dir, int timeout_ms, struct inject_stats *st, char *err,
-		 size_t errlen);
+/* Loads and starts the agent from agent_dir in process pid with options
+ * (strata_agent_load's; NULL: its defaults), waiting at most timeout_ms
+ * for a safe point. Returns 0, or -1 with one line in err (the process is
+ * then as it was, unless err says otherwise). */
+int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
+		 char *err, size_t errlen);
 
 #endif
