@@ -163,12 +163,38 @@ static int check_want(pid_t pid, const char *reply, const struct attach_want *wa
 	return 0;
 }
 
+/* Whether NUMBA_DEBUGINFO is set (not 0) in the environment process pid
+ * started with: 1, 0, or -1 if it cannot be read. */
+static int started_with_debuginfo(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	static char env[1 << 16];
+	size_t n = fread(env, 1, sizeof(env) - 1, f);
+	fclose(f);
+	env[n] = 0;
+	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+		if (!strncmp(env + i, "NUMBA_DEBUGINFO=", 16))
+			return atoi(env + i + 16) > 0;
+	return 0;
+}
+
 int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow,
 		 const struct attach_want *want, char *err, size_t errlen)
 {
 	memset(a, 0, sizeof(*a));
 	a->pid = pid;
 	char reply[CTL_MSG_MAX], v[4096];
+	/* Refused before anything is loaded, where the environment says so
+	 * (the agent, once there, says what the program's own is). */
+	if (want && want->jit_lines && attach_alive(pid) && started_with_debuginfo(pid) == 0 &&
+	    ctl_find(pid, v, sizeof(v), err, errlen) != 0) {
+		check_want(pid, "ok\njitlines=0\n", &(struct attach_want){ .jit_lines = 1 }, err, errlen);
+		return -1;
+	}
 	if (attach_ensure_agent(pid, 0, want ? want->options : NULL, err, errlen))
 		return -1;
 	if (ctl_call(pid, "status", -1, reply, sizeof(reply), 5000, err, errlen))
