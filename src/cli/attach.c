@@ -100,11 +100,19 @@ int attach_ensure_agent(pid_t pid, int quiet, const char *options, char *err, si
 	/* The agent's helper opens the control channel as it starts. */
 	for (int i = 0; i < 250; i++) {
 		if (ctl_find(pid, sock, sizeof(sock), err, errlen) == 0) {
-			if (!quiet)
+			if (quiet)
+				;
+			else if (st.how == INJECT_PEP768)
+				fprintf(stderr,
+					"strata: loaded the agent into process %d through the interpreter's remote debugging "
+					"hook (PEP 768, as sys.remote_exec), in %.1f ms\n",
+					(int)pid, st.wait_ms);
+			else
 				fprintf(stderr,
 					"strata: loaded the agent into process %d (thread %d borrowed for %.1f ms, after "
-					"%.1f ms waiting for a safe point)\n",
-					(int)pid, (int)st.tid, st.call_ms, st.wait_ms);
+					"%.1f ms waiting for a safe point)%s%s\n",
+					(int)pid, (int)st.tid, st.call_ms, st.wait_ms,
+					st.not_pep768[0] ? "; not through PEP 768: " : "", st.not_pep768);
 			return 0;
 		}
 		if (!attach_alive(pid))

@@ -51,6 +51,11 @@
 #include "../common/elfsect.h"
 #include "ptstop.h"
 #include "pyproc.h"
+#include "rexec.h"
+
+/* How long a 3.14+ process has to run bytecode and take the PEP 768
+ * request before ptrace is tried instead. */
+#define PEP768_TIMEOUT_MS 2000
 
 #if !defined(__x86_64__)
 int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
@@ -489,6 +494,23 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 			 "and try again; nothing was changed in it", (int)pid, (int)pid);
 		pyproc_close(&in.p);
 		return -1;
+	}
+	unsigned vmaj = 0, vmin = 0;
+	sscanf(in.p.version, "%u.%u", &vmaj, &vmin);
+	if (vmaj == 3 && vmin >= 14) {
+		double w = 0;
+		int r = rexec_agent(&in.p, agent, in.options, PEP768_TIMEOUT_MS, &w, err, errlen);
+		if (r <= 0) {
+			if (st && r == 0) {
+				st->how = INJECT_PEP768;
+				st->wait_ms = w;
+			}
+			pyproc_close(&in.p);
+			return r;
+		}
+		if (st)
+			snprintf(st->not_pep768, sizeof(st->not_pep768), "%s", err);
+		err[0] = 0;
 	}
 	if (prepare(&in, err, errlen)) {
 		pyproc_close(&in.p);
