@@ -158,7 +158,7 @@ struct strata_pythread {
  * thread state of the target, from the target's own _Py_DebugOffsets
  * (strata_pyreader.remote_exec). */
 struct strata_rexec {
-	int32_t enabled;            /* the interpreter's config.remote_debug (-X disable_remote_debug,
+	int32_t enabled;            /* the interpreter's config.remote_debug (-X disable-remote-debug,
 	                             * PYTHON_DISABLE_REMOTE_DEBUG: 0) */
 	uint64_t pending_call;      /* &tstate->remote_debugger_support.debugger_pending_call (int32) */
 	uint64_t script_path;       /* &...debugger_script_path (char[script_path_size]) */

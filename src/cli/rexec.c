@@ -188,7 +188,7 @@ static int pick(struct pyproc *p, struct strata_rexec *rx, char *err, size_t err
 		return -1;
 	}
 	if (!rx->enabled) {
-		snprintf(err, errlen, "remote debugging is turned off in it (-X disable_remote_debug or "
+		snprintf(err, errlen, "remote debugging is turned off in it (-X disable-remote-debug or "
 			 "PYTHON_DISABLE_REMOTE_DEBUG)");
 		return -1;
 	}

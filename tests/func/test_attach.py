@@ -14,7 +14,15 @@ import pytest
 from conftest import PROGRAMS, STRATA, func_row, strata
 from test_stack import build_ext, end
 
-LOADED_RE = re.compile(r"strata: loaded the agent into process (\d+) \(thread (\d+) borrowed for ([\d.]+) ms")
+# Through ptrace (a thread borrowed), or on 3.14+ through the interpreter's
+# own hook (PEP 768).
+LOADED_RE = re.compile(r"strata: loaded the agent into process (\d+) (?:\(thread (\d+) borrowed for ([\d.]+) ms|"
+                       r"through the interpreter's remote debugging hook)")
+PTRACE_RE = re.compile(r"strata: loaded the agent into process (\d+) \(thread (\d+) borrowed for ([\d.]+) ms, "
+                       r"after [\d.]+ ms waiting for a safe point\)"
+                       r"(?:; not through PEP 768: (.*))?$", re.M)
+PEP768_RE = re.compile(r"strata: loaded the agent into process (\d+) through the interpreter's remote debugging hook "
+                       r"\(PEP 768, as sys.remote_exec\), in [\d.]+ ms$", re.M)
 
 
 def plain(python, *args, **kw):
@@ -516,3 +524,100 @@ def test_attach_fork_child(python, tmp_path):
             p.kill()
             p.communicate()
     assert (p.returncode, out_, err_) == (0, "child 7\n", ""), (p.returncode, out_, err_)
+
+
+# ---- CPython 3.14+: the interpreter's own hook (PEP 768) ----------------------
+
+PEP768_PROG = r"""
+import os, sys, threading, time
+before = dict(sys.modules)
+importers = dict(sys.path_importer_cache)
+def burn():
+    s = 0
+    for i in range(100_000):
+        s += i * i
+    return s
+def worker(stop):
+    while not stop.is_set():
+        burn()
+stop = threading.Event()
+t = threading.Thread(target=worker, args=(stop,), name="named-worker")
+t.start()
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    burn()
+stop.set()
+t.join()
+print(dict(sys.modules) == before, dict(sys.path_importer_cache) == importers, "ctypes" in sys.modules, flush=True)
+"""
+
+
+def test_attach_pep768(python, tmp_path):
+    """3.14+: the agent is loaded through the interpreter's own hook, not
+    ptrace: the program's sys.modules and sys.path_importer_cache are as
+    they were, its threads are named from threading, its output and exit
+    status unchanged. Before 3.14: ptrace, with nothing said about PEP 768."""
+    prog = tmp_path / "p768.py"
+    prog.write_text(PEP768_PROG)
+    done = tmp_path / "done"
+    p = plain(python, prog, done)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        out = tmp_path / "p.strata"
+        r = strata("record", "--pid", p.pid, "-d", "1.5", "-o", out, timeout=120)
+        assert r.returncode == 0, r.stderr
+        if python.minor >= (3, 14):
+            assert PEP768_RE.search(r.stderr), r.stderr
+            data = json.loads(strata("report", "--json", out).stdout)
+            names = {t["name"] for t in data["threads"]}
+            assert {"MainThread", "named-worker"} <= names, data["threads"]
+        else:
+            m = PTRACE_RE.search(r.stderr)
+            assert m and not m.group(4), r.stderr
+        done.write_text("")
+        o, e = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert (p.returncode, o, e) == (0, "True True False\n", ""), (p.returncode, o, e)
+
+
+@pytest.mark.parametrize("case", ["disabled", "blocked"])
+def test_attach_pep768_fallback(python, tmp_path, case):
+    """3.14+: where the hook is closed (PYTHON_DISABLE_REMOTE_DEBUG) or no
+    thread runs bytecode (all blocked), the request is withdrawn and the
+    agent comes through ptrace, the message saying why; the program never
+    runs the script later (its stderr stays empty)."""
+    if python.minor < (3, 14):
+        pytest.skip("PEP 768 came with Python 3.14")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    if case == "disabled":
+        env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
+        args = [PROGRAMS / "split.py", 30]
+    else:
+        args = ["-c", "import sys, time; print('up', flush=True); sys.stdin.readline(); time.sleep(1); print('end')"]
+    p = subprocess.Popen([str(python.exe)] + [str(a) for a in args], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if case == "blocked":
+            assert p.stdout.readline() == "up\n"
+        else:
+            time.sleep(0.3)
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "f.strata", timeout=120)
+        assert r.returncode == 0, r.stderr
+        m = PTRACE_RE.search(r.stderr)
+        assert m and m.group(4), r.stderr
+        why = {"disabled": "remote debugging is turned off in it", "blocked": "no thread ran Python bytecode"}[case]
+        assert why in m.group(4), r.stderr
+        if case == "blocked":
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            o, e = p.communicate(timeout=60)
+            assert (p.returncode, o, e) == (0, "end\n", ""), (p.returncode, o, e)
+        else:
+            assert p.poll() is None
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
