@@ -218,14 +218,27 @@ def test_attach_errors(debian_python, tmp_path):
         r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata",
                    env=dict(os.environ, STRATA_AGENT_DIR=str(empty)))
         assert r.returncode != 0 and "make PYTHONS=" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
         r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(STRATA), "top",
                             "--pid", str(p.pid)], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "permission denied" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
         assert not maps_agent(p.pid)
         assert p.poll() is None
     finally:
         p.kill()
         p.communicate()
+
+
+def test_attach_no_process(tmp_path):
+    """A pid that names no process: one line, exit status 2, for record,
+    top and ctl load alike."""
+    pid = 4194303  # above every default pid_max
+    for args in (["record", "--pid", pid, "-d", "1", "-o", tmp_path / "x.strata"], ["top", "--pid", pid],
+                 ["ctl", pid, "load"]):
+        r = strata(*args, timeout=60)
+        assert r.returncode == 2 and r.stderr == "strata: no process %d\n" % pid, (args, r.returncode, r.stderr)
+    assert not (tmp_path / "x.strata").exists()
 
 
 def test_top_pid_loads_agent(debian_python):
