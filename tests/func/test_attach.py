@@ -134,12 +134,14 @@ def test_ctl_load(debian_python):
 
 
 SIGPROG = r"""
-import signal, sys, time
+import os, signal, sys, time
 got = 0
 def on_usr1(sig, frame):
+    # os.write, not print: a handler that prints can be re-entered inside
+    # its own flush (which runs pending handlers), with or without strata.
     global got
     got += 1
-    print("got", got, flush=True)
+    os.write(1, b"got %d\n" % got)
 signal.signal(signal.SIGUSR1, on_usr1)
 print("ready", flush=True)
 end = time.time() + 120
@@ -448,7 +450,12 @@ def test_attach_jit_lines(debian_python, tmp_path):
         r = strata("record", "--pid", p.pid, "-d", "3", "--jit-lines", "-o", out, timeout=120)
         assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
         data = json.loads(strata("report", "--json", out).stdout)
-        kernel = [f for f in data["functions"] if f["kind"] == "jit" and f["name"].startswith("__main__.kernel(")][0]
+        kernels = [f for f in data["functions"] if f["kind"] == "jit" and f["name"].startswith("__main__.kernel(")]
+        if not kernels and debian_python.minor >= (3, 14):
+            # Known and named in docs/versions.md: sid's llvmlite hides
+            # Numba's JIT code from strata, attached or not.
+            pytest.xfail("Numba's JIT code is not seen with sid's llvmlite (docs/versions.md)")
+        kernel = kernels[0]
         lines = [l for l in data["lines"] if l["function"] == kernel["name"]]
         total = sum(l["self"] for l in lines)
         hot = sum(l["self"] for l in lines if l["line"] == marker_line(prog, "# HOT"))
