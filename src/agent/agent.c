@@ -725,12 +725,6 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			 "(PySys_AddAuditHook failed); this process is not profiled", agent_py->built_for, version);
 		goto fail;
 	}
-	if (by_tid && agent.cfg.mode == MODE_WALL) {
-		/* Threads found by a scan have no pthread_t to find their
-		 * thread state with from outside. */
-		snprintf(err, errlen, "wall mode needs the agent preloaded (LD_PRELOAD); use cpu mode");
-		goto fail;
-	}
 	agent.r_debug = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_r_debug");
 	agent.vdso = getauxval(AT_SYSINFO_EHDR);
 	agent_py->hook_code_death(code_death_wanted, code_death);

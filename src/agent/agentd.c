@@ -439,8 +439,13 @@ int main(int argc, char **argv)
 		agent.sampler_slot->stat_fd = -1;
 		agent.sampler_slot->helper_fd = -1;
 	}
-	if (agent.standby ? writer_start_standby() : writer_start()) {
-		if (agent.standby)
+	/* A standby agent with an output by path is the fork child of a
+	 * process that was being recorded after an attach: it records into
+	 * the same file, as the child of a process started by strata record
+	 * does (the CLI detaches it with its parent). */
+	int standby = agent.standby && !(atomic_load(&agent.has_output) && agent.cfg.output[0]);
+	if (standby ? writer_start_standby() : writer_start()) {
+		if (standby)
 			agent_log("cannot start the writer: %s; process %d is not profiled", strerror(errno), (int)pid);
 		else
 			agent_log("cannot open the profile %s: %s; process %d is not profiled", agent.cfg.output,

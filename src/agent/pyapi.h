@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 6
+#define STRATA_PYAPI_VERSION 7
 
 struct strata_pysyms;
 
@@ -154,6 +154,19 @@ struct strata_pythread {
 	int32_t holds_gil;   /* 1 if it holds the GIL now, 0 if not */
 };
 
+/* Where a PEP 768 request (what sys.remote_exec writes) goes for one
+ * thread state of the target, from the target's own _Py_DebugOffsets
+ * (strata_pyreader.remote_exec). */
+struct strata_rexec {
+	int32_t enabled;            /* the interpreter's config.remote_debug (-X disable-remote-debug,
+	                             * PYTHON_DISABLE_REMOTE_DEBUG: 0) */
+	uint64_t pending_call;      /* &tstate->remote_debugger_support.debugger_pending_call (int32) */
+	uint64_t script_path;       /* &...debugger_script_path (char[script_path_size]) */
+	uint64_t script_path_size;
+	uint64_t eval_breaker;      /* &tstate->eval_breaker (uintptr_t) */
+	uint64_t stop_bit;          /* the eval breaker bit sys.remote_exec sets (_PY_EVAL_PLEASE_STOP_BIT) */
+};
+
 struct strata_pyreader {
 	int api_version;           /* STRATA_PYAPI_VERSION */
 	const char *built_for;
@@ -186,6 +199,10 @@ struct strata_pyreader {
 	/* --objects: the name of the type object at `type` ("dict",
 	 * "numpy.ndarray", "Outer.Inner" for a class): 0, or -1. */
 	int (*type_name)(uint64_t type, char *buf, size_t n);
+	/* 3.14+: where a PEP 768 request for thread state `tstate` is written
+	 * (struct strata_rexec). 0, or -1 with one line in why (an older
+	 * Python, an interpreter built without remote debugging, unreadable). */
+	int (*remote_exec)(uint64_t tstate, struct strata_rexec *out, char *why, size_t n);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

@@ -26,6 +26,7 @@
 
 #include "agent.h"
 #include "agentd.h"
+#include "remote.h"
 #include "../common/format.h"
 
 #define WALL_TAG ((void *)&agent.sampler_slot)
@@ -103,6 +104,46 @@ static uint8_t phase_flag(void)
 	}
 }
 
+/* Where glibc keeps a thread's kernel id in its thread descriptor (whose
+ * address is the pthread_t): found in our own, the same C library as the
+ * target's (it sees the agent's directory: the same filesystem). -1 if
+ * not found. */
+static long glibc_tid_offset(void)
+{
+	static long off = -2;
+	if (off == -2) {
+		pid_t me = (pid_t)syscall(SYS_gettid);
+		const char *self = (const char *)pthread_self();
+		off = -1;
+		for (long o = 0; o < 2048 && off < 0; o += 4)
+			if (*(const pid_t *)(self + o) == me)
+				off = o;
+	}
+	return off;
+}
+
+/* The thread state of a thread found by a scan (an agent loaded with
+ * dlopen): no pthread_t of it was ever recorded, so it is matched by its
+ * kernel id, which 3.11+ keep in the thread state and glibc keeps in the
+ * thread descriptor a thread state names before that. The pthread_t
+ * found is kept: from then on find_tstate is one walk of the list. */
+static uint64_t tstate_by_tid(struct tslot *s)
+{
+	struct strata_pythread t[256];
+	int n = agentd_reader->threads ? agentd_reader->threads(t, 256) : -1;
+	long off = glibc_tid_offset();
+	for (int i = 0; i < n; i++) {
+		int32_t tid = (int32_t)t[i].native_id;
+		if (!tid && off >= 0 && remote_read(&tid, t[i].thread_id + (uint64_t)off, sizeof(tid)))
+			tid = 0;
+		if (tid == (int32_t)s->tid) {
+			s->pthread = (pthread_t)t[i].thread_id;
+			return t[i].tstate;
+		}
+	}
+	return 0;
+}
+
 /* An idle sample of blocked thread s into the sampler's ring. */
 static void capture_idle(struct tslot *s)
 {
@@ -136,11 +177,13 @@ static void capture_idle(struct tslot *s)
 		h->stack_flags = c->flags;
 	} else {
 		uint64_t ts = (uint64_t)(uintptr_t)s->tstate;
-		if (!ts) {
+		if (!ts && s->pthread) {
 			ts = agentd_reader->find_tstate((unsigned long)s->pthread);
 			if (ts == UINT64_MAX)
 				ts = 0;
 		}
+		if (!ts && s->external)
+			ts = tstate_by_tid(s);
 		uint32_t missing = 0;
 		int gc = 0;
 		int n = ts ? agentd_reader->walk(ts, fr, (int)depth, &missing, &gc) : 0;

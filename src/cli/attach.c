@@ -76,7 +76,7 @@ static int target_argv(pid_t pid, char *buf, size_t n, char **argv, int max)
 	return argc;
 }
 
-int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen)
+int attach_ensure_agent(pid_t pid, int quiet, const char *options, char *err, size_t errlen)
 {
 	char sock[108];
 	if (ctl_find(pid, sock, sizeof(sock), err, errlen) == 0)
@@ -95,16 +95,24 @@ int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen)
 		return -1;
 	}
 	struct inject_stats st;
-	if (inject_agent(pid, agent_dir(), 3000, &st, err, errlen))
+	if (inject_agent(pid, agent_dir(), options, 3000, &st, err, errlen))
 		return -1;
 	/* The agent's helper opens the control channel as it starts. */
 	for (int i = 0; i < 250; i++) {
 		if (ctl_find(pid, sock, sizeof(sock), err, errlen) == 0) {
-			if (!quiet)
+			if (quiet)
+				;
+			else if (st.how == INJECT_PEP768)
+				fprintf(stderr,
+					"strata: loaded the agent into process %d through the interpreter's remote debugging "
+					"hook (PEP 768, as sys.remote_exec), in %.1f ms\n",
+					(int)pid, st.wait_ms);
+			else
 				fprintf(stderr,
 					"strata: loaded the agent into process %d (thread %d borrowed for %.1f ms, after "
-					"%.1f ms waiting for a safe point)\n",
-					(int)pid, (int)st.tid, st.call_ms, st.wait_ms);
+					"%.1f ms waiting for a safe point)%s%s\n",
+					(int)pid, (int)st.tid, st.call_ms, st.wait_ms,
+					st.not_pep768[0] ? "; not through PEP 768: " : "", st.not_pep768);
 			return 0;
 		}
 		if (!attach_alive(pid))
@@ -117,16 +125,93 @@ int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen)
 	return -1;
 }
 
-int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow, char *err,
-		 size_t errlen)
+/* The agent's settings, as the options that would give them. */
+static void describe(const char *reply, char *out, size_t n)
+{
+	char v[512], ev[512];
+	int w = snprintf(out, n, "--mode %s", ctl_value(reply, "mode", v, sizeof(v)));
+	if (ctl_value(reply, "events", ev, sizeof(ev))[0] && w > 0 && (size_t)w < n)
+		w += snprintf(out + w, n - (size_t)w, " -e %s", ev);
+	if (atoi(ctl_value(reply, "native", v, sizeof(v))) && w > 0 && (size_t)w < n)
+		w += snprintf(out + w, n - (size_t)w, " --native");
+	if (atoi(ctl_value(reply, "perfmap", v, sizeof(v))) && w > 0 && (size_t)w < n)
+		w += snprintf(out + w, n - (size_t)w, " --perf-map");
+	unsigned d = (unsigned)strtoul(ctl_value(reply, "depth", v, sizeof(v)), NULL, 10);
+	if (d && d != 512 && w > 0 && (size_t)w < n)
+		snprintf(out + w, n - (size_t)w, " --max-depth %u", d);
+}
+
+/* Whether the running agent (its status reply) samples as asked. */
+static int check_want(pid_t pid, const char *reply, const struct attach_want *want, char *err, size_t errlen)
+{
+	char v[512], have[600];
+	if (want->fixed) {
+		const char *ev = want->events ? want->events : "";
+		int same = !strcmp(ctl_value(reply, "mode", v, sizeof(v)), want->mode == MODE_WALL ? "wall" : "cpu") &&
+			   atoi(ctl_value(reply, "native", v, sizeof(v))) == !!want->native &&
+			   atoi(ctl_value(reply, "perfmap", v, sizeof(v))) == !!want->perf_map &&
+			   strtoul(ctl_value(reply, "depth", v, sizeof(v)), NULL, 10) == want->max_depth &&
+			   !strcmp(ctl_value(reply, "events", v, sizeof(v)), ev);
+		if (!same) {
+			describe(reply, have, sizeof(have));
+			snprintf(err, errlen,
+				 "process %d's agent samples with %s, fixed when it was loaded (or the process started) for "
+				 "the life of the process: attach with those options, or with none to take them",
+				 (int)pid, have);
+			return -1;
+		}
+	}
+	if (want->jit_lines && !atoi(ctl_value(reply, "jitlines", v, sizeof(v)))) {
+		snprintf(err, errlen,
+			 "--jit-lines: process %d was not started with NUMBA_DEBUGINFO=1, so Numba compiles its code without "
+			 "line tables (it reads the setting when it compiles); start it with NUMBA_DEBUGINFO=1 to attach with "
+			 "--jit-lines", (int)pid);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether NUMBA_DEBUGINFO is set (not 0) in the environment process pid
+ * started with: 1, 0, or -1 if it cannot be read. */
+static int started_with_debuginfo(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	static char env[1 << 16];
+	size_t n = fread(env, 1, sizeof(env) - 1, f);
+	fclose(f);
+	env[n] = 0;
+	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+		if (!strncmp(env + i, "NUMBA_DEBUGINFO=", 16))
+			return atoi(env + i + 16) > 0;
+	return 0;
+}
+
+int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow,
+		 const struct attach_want *want, char *err, size_t errlen)
 {
 	memset(a, 0, sizeof(*a));
 	a->pid = pid;
 	char reply[CTL_MSG_MAX], v[4096];
-	if (attach_ensure_agent(pid, 0, err, errlen))
+	/* Refused before anything is loaded, where the environment says so
+	 * (the agent, once there, says what the program's own is). */
+	if (want && want->jit_lines && attach_alive(pid) && started_with_debuginfo(pid) == 0 &&
+	    ctl_find(pid, v, sizeof(v), err, errlen) != 0) {
+		check_want(pid, "ok\njitlines=0\n", &(struct attach_want){ .jit_lines = 1 }, err, errlen);
+		return -1;
+	}
+	if (attach_ensure_agent(pid, 0, want ? want->options : NULL, err, errlen))
 		return -1;
 	if (ctl_call(pid, "status", -1, reply, sizeof(reply), 5000, err, errlen))
 		return -1;
+	if (want && check_want(pid, reply, want, err, errlen))
+		return -1;
+	char sock[108], e2[256];
+	if (ctl_find(pid, sock, sizeof(sock), e2, sizeof(e2)) == 0 && strrchr(sock, '/'))
+		snprintf(a->ctl_dir, sizeof(a->ctl_dir), "%.*s", (int)(strrchr(sock, '/') - sock), sock);
 	ctl_value(reply, "python", a->python, sizeof(a->python));
 	ctl_value(reply, "mode", a->mode, sizeof(a->mode));
 	a->rate = (unsigned)strtoul(ctl_value(reply, "rate", v, sizeof(v)), NULL, 10);
@@ -192,6 +277,34 @@ int attach_sampling(struct attach *a, int on, char *err, size_t errlen)
 	return ctl_call(a->pid, on ? "start" : "stop", -1, reply, sizeof(reply), 5000, err, errlen) ? -1 : 0;
 }
 
+/* Processes forked by the target after the attach record into the same
+ * file (their agent inherited the output, as the children of a program
+ * started by strata record do): they are detached with it. Their control
+ * sockets are beside the target's (the same environment). Returns how
+ * many were found. */
+static int detach_children(struct attach *a)
+{
+	DIR *d = a->ctl_dir[0] ? opendir(a->ctl_dir) : NULL;
+	if (!d)
+		return 0;
+	int found = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (pid <= 0 || pid == a->pid || strcmp(end, ".sock") != 0 || !attach_alive((pid_t)pid))
+			continue;
+		char reply[CTL_MSG_MAX], out[4096], err[512];
+		if (ctl_call((pid_t)pid, "status", -1, reply, sizeof(reply), 2000, err, sizeof(err)) ||
+		    strcmp(ctl_value(reply, "output", out, sizeof(out)), a->output) != 0)
+			continue;
+		found++;
+		ctl_call((pid_t)pid, "detach", -1, reply, sizeof(reply), 10000, err, sizeof(err));
+	}
+	closedir(d);
+	return found;
+}
+
 int attach_end(struct attach *a, char *err, size_t errlen)
 {
 	char reply[CTL_MSG_MAX];
@@ -204,6 +317,12 @@ int attach_end(struct attach *a, char *err, size_t errlen)
 		/* It may have died between the check and the call. */
 		if (rc && !attach_alive(a->pid))
 			rc = 0;
+	}
+	if (a->ours) {
+		/* Once more for a child whose helper was still starting. */
+		detach_children(a);
+		usleep(50000);
+		detach_children(a);
 	}
 	if (a->ours && profile_finish(&a->l, 0) && !rc) {
 		snprintf(err, errlen, "could not append the end of the session to %s", a->output);

@@ -18,6 +18,20 @@
 
 #include "../lib/launch.h"
 
+/* What the caller asks of the agent. Its sampling settings (mode,
+ * native stacks, events, depth, perf maps) are fixed when the agent
+ * starts: an attach that loads it loads it with these; an agent already
+ * running with other settings is refused (when `fixed`). */
+struct attach_want {
+	const char *options;   /* the agent's options (launch_agent_options); NULL: its defaults */
+	int fixed;             /* the settings below were asked for */
+	int mode;              /* MODE_CPU / MODE_WALL */
+	int native, perf_map;
+	unsigned max_depth;
+	const char *events;    /* '+'-joined names; NULL or "": sampling by time */
+	int jit_lines;         /* the process must have NUMBA_DEBUGINFO set (Numba's line tables) */
+};
+
 struct attach {
 	pid_t pid;
 	int ours;               /* we handed over the output (else borrowed) */
@@ -27,19 +41,21 @@ struct attach {
 	char python[64];
 	char mode[8];
 	unsigned rate;
+	char ctl_dir[128];      /* where its control socket is (and its fork children's) */
 };
 
 /* Attaches to pid. path: the profile to create (ours). rate: 0 keeps the
  * agent's. borrow: if the agent already has an output, use it rather than
- * failing. Returns 0, or -1 with a one-line reason in err. */
-int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow, char *err,
-		 size_t errlen);
+ * failing. want: NULL, or the settings asked for. Returns 0, or -1 with a
+ * one-line reason in err. */
+int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, int paused, int borrow,
+		 const struct attach_want *want, char *err, size_t errlen);
 
 /* Makes sure process pid has a running agent with a control channel:
  * one started with it, or one loaded now (inject.h) into a Python process
- * started without it; says so on stderr unless quiet. Returns 0, or -1
- * with a one-line reason in err. */
-int attach_ensure_agent(pid_t pid, int quiet, char *err, size_t errlen);
+ * started without it, with options (NULL: the agent's defaults); says so
+ * on stderr unless quiet. Returns 0, or -1 with a one-line reason in err. */
+int attach_ensure_agent(pid_t pid, int quiet, const char *options, char *err, size_t errlen);
 
 /* Sampling on or off in the attached process. */
 int attach_sampling(struct attach *a, int on, char *err, size_t errlen);

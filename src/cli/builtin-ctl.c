@@ -92,7 +92,7 @@ int cmd_ctl(int argc, char **argv)
 			die_usage(usage_text);
 		char sock[108];
 		int had = ctl_find(pid, sock, sizeof(sock), err, sizeof(err)) == 0;
-		rc = attach_ensure_agent(pid, 0, err, sizeof(err)) ? -1 : 0;
+		rc = attach_ensure_agent(pid, 0, NULL, err, sizeof(err)) ? -1 : 0;
 		if (rc == 0)
 			printf("strata: process %d: %s, sampling off, no output until something attaches\n", (int)pid,
 			       had ? "the agent was already running" : "agent loaded");

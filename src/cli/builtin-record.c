@@ -53,7 +53,8 @@ static const char usage_text[] =
 	"      --paused         start with sampling off; 'strata ctl PID start' turns it on\n"
 	"                       (docs/control.md)\n"
 	"  -p, --pid PID        attach to running Python process PID instead of running a\n"
-	"                       command\n"
+	"                       command; the agent is loaded with the options given (all\n"
+	"                       but --objects), fixed from then on (docs/attach.md)\n"
 	"  -d, --duration SECS  with --pid: stop after SECS seconds (default: until Ctrl-C\n"
 	"                       or the process ends)\n"
 	"      --native         record native (C/C++) frames too, merged with the Python\n"
@@ -289,7 +290,6 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'J':
 			o.jit_lines = 1;
-			set_fixed = 1;
 			break;
 		case 'O':
 			if (!o.objects_rate)
@@ -322,9 +322,9 @@ int cmd_record(int argc, char **argv)
 			errorf("--pid records a running process: give no command");
 			die_usage(usage_text);
 		}
-		if (set_fixed || events || period) {
-			errorf("--mode, --max-depth, --native, --jit-lines, --perf-map, --objects and -e are fixed when a process starts; "
-			       "with --pid only -F, -o, -f, -d and --paused apply");
+		if (o.objects_rate) {
+			errorf("--objects cannot be used with --pid: CPython's allocator hooks can only be put in "
+			       "before the program allocates (start it with strata record --objects)");
 			return 2;
 		}
 	} else if (duration > 0) {
@@ -405,7 +405,22 @@ int cmd_record(int argc, char **argv)
 	int st;
 	if (pid) {
 		struct attach a;
-		if (attach_start(&a, (pid_t)pid, o.output, rate_given ? o.rate_hz : 0, o.paused, 0, err, sizeof(err))) {
+		/* The sampling settings load the agent, or must match the one
+		 * already there; without any, an agent there is taken as it is. */
+		static char agent_opts[1024];
+		launch_agent_options(&o, agent_opts, sizeof(agent_opts));
+		struct attach_want want = {
+			.options = agent_opts,
+			.fixed = set_fixed || events,
+			.mode = o.mode,
+			.native = o.native,
+			.perf_map = o.perf_map,
+			.max_depth = o.max_depth,
+			.events = o.events,
+			.jit_lines = o.jit_lines,
+		};
+		if (attach_start(&a, (pid_t)pid, o.output, rate_given ? o.rate_hz : 0, o.paused, 0, &want, err,
+				 sizeof(err))) {
 			errorf("%s", err);
 			if (tmp_raw[0])
 				unlink(tmp_raw);

@@ -51,12 +51,18 @@
 #include "../common/elfsect.h"
 #include "ptstop.h"
 #include "pyproc.h"
+#include "rexec.h"
+
+/* How long a 3.14+ process has to run bytecode and take the PEP 768
+ * request before ptrace is tried instead. */
+#define PEP768_TIMEOUT_MS 2000
 
 #if !defined(__x86_64__)
-int inject_agent(pid_t pid, const char *agent_dir, int timeout_ms, struct inject_stats *st, char *err,
-		 size_t errlen)
+int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
+		 char *err, size_t errlen)
 {
 	(void)agent_dir;
+	(void)options;
 	(void)timeout_ms;
 	(void)st;
 	snprintf(err, errlen, "cannot load the agent into process %d: attaching is implemented for x86-64 only",
@@ -80,6 +86,7 @@ struct inj {
 	int nforbid;
 	struct range noip[16];            /* code a stopped thread must not be running */
 	int nnoip;
+	const char *options;              /* strata_agent_load's options */
 };
 
 /* Blocking waits for something outside: a thread in one of these holds no
@@ -395,7 +402,7 @@ static int borrow(struct inj *in, struct ptthread *t, const char *agent, struct 
 	uint64_t ret = 0, errno_at = 0;
 	int saved_errno = 0;
 	uint64_t t0 = ptstop_now_ns();
-	if (pyproc_write(&in->p, a_path, agent, strlen(agent) + 1) || pyproc_write(&in->p, a_opts, "", 1) ||
+	if (pyproc_write(&in->p, a_path, agent, strlen(agent) + 1) || pyproc_write(&in->p, a_opts, in->options, strlen(in->options) + 1) ||
 	    pyproc_write(&in->p, a_err, "", 1)) {
 		snprintf(err, errlen, "cannot write to the memory of process %d", (int)in->p.pid);
 		goto restore;
@@ -456,11 +463,16 @@ restore:
 	return rc;
 }
 
-int inject_agent(pid_t pid, const char *agent_dir, int timeout_ms, struct inject_stats *st, char *err,
-		 size_t errlen)
+int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
+		 char *err, size_t errlen)
 {
 	struct inj in;
 	memset(&in, 0, sizeof(in));
+	in.options = options ? options : "";
+	if (strlen(in.options) >= 2048) {
+		snprintf(err, errlen, "the agent's options are too long (%zu bytes)", strlen(in.options));
+		return -1;
+	}
 	if (st)
 		memset(st, 0, sizeof(*st));
 	if (pyproc_open(&in.p, pid, err, errlen) || pyproc_python(&in.p, agent_dir, err, errlen)) {
@@ -482,6 +494,23 @@ int inject_agent(pid_t pid, const char *agent_dir, int timeout_ms, struct inject
 			 "and try again; nothing was changed in it", (int)pid, (int)pid);
 		pyproc_close(&in.p);
 		return -1;
+	}
+	unsigned vmaj = 0, vmin = 0;
+	sscanf(in.p.version, "%u.%u", &vmaj, &vmin);
+	if (vmaj == 3 && vmin >= 14) {
+		double w = 0;
+		int r = rexec_agent(&in.p, agent, in.options, PEP768_TIMEOUT_MS, &w, err, errlen);
+		if (r <= 0) {
+			if (st && r == 0) {
+				st->how = INJECT_PEP768;
+				st->wait_ms = w;
+			}
+			pyproc_close(&in.p);
+			return r;
+		}
+		if (st)
+			snprintf(st->not_pep768, sizeof(st->not_pep768), "%s", err);
+		err[0] = 0;
 	}
 	if (prepare(&in, err, errlen)) {
 		pyproc_close(&in.p);

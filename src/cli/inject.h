@@ -2,7 +2,9 @@
  * inject.h — loading the agent into a Python process that was started
  * without it (docs/attach.md, "Attaching").
  *
- * With ptrace, one thread of the process is borrowed at a safe point (a
+ * On CPython 3.14+ the interpreter's own hook is tried first (rexec.h,
+ * PEP 768); where it is not open (turned off, a build without it) or no
+ * thread runs bytecode within 2 s, and before 3.14: with ptrace, one thread of the process is borrowed at a safe point (a
  * moment where it holds no lock that loading a library needs: not inside
  * the C library's allocator or the dynamic loader), made to call dlopen()
  * on libstrata-agent.so and then strata_agent_load() (the agent comes up
@@ -17,17 +19,22 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+enum inject_how { INJECT_PTRACE, INJECT_PEP768 };
+
 struct inject_stats {
+	int how;           /* enum inject_how: the way the agent got in */
+	char not_pep768[256]; /* 3.14+ loaded with ptrace: why not through PEP 768 */
 	double wait_ms;    /* waiting for a safe point */
 	double call_ms;    /* the borrowed thread's time in dlopen + setup */
 	int tries;         /* pauses until a safe point was found */
 	pid_t tid;         /* the thread borrowed */
 };
 
-/* Loads and starts the agent from agent_dir in process pid, waiting at
- * most timeout_ms for a safe point. Returns 0, or -1 with one line in err
- * (the process is then as it was, unless err says otherwise). */
-int inject_agent(pid_t pid, const char *agent_dir, int timeout_ms, struct inject_stats *st, char *err,
-		 size_t errlen);
+/* Loads and starts the agent from agent_dir in process pid with options
+ * (strata_agent_load's; NULL: its defaults), waiting at most timeout_ms
+ * for a safe point. Returns 0, or -1 with one line in err (the process is
+ * then as it was, unless err says otherwise). */
+int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
+		 char *err, size_t errlen);
 
 #endif

@@ -56,7 +56,7 @@ int target_open(struct top_target *t, const struct top_launch *l, char *err, siz
 		t->temp_file = 1;
 	}
 	if (!l->argv) {
-		if (attach_start(&t->att, l->pid, t->file, l->rate_hz, 0, 1, err, errlen)) {
+		if (attach_start(&t->att, l->pid, t->file, l->rate_hz, 0, 1, l->want, err, errlen)) {
 			target_close(t);
 			return -1;
 		}

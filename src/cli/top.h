@@ -39,6 +39,7 @@ struct top_launch {
 	char **record_opts;     /* options passed on to strata record */
 	int nrecord_opts;
 	unsigned rate_hz;       /* --pid: 0 keeps the agent's */
+	const struct attach_want *want; /* --pid: the settings asked for, or NULL */
 	int redirect;           /* send the program's output to a log file */
 };
 

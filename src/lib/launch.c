@@ -133,6 +133,19 @@ int profile_finish(struct launch *l, int wait_status)
 	return rc;
 }
 
+void launch_agent_options(const struct launch_opts *o, char *opts, size_t n)
+{
+	int ol = snprintf(opts, n, "mode=%s,rate=%u,depth=%u,paused=%d,native=%d",
+			  o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
+	if (o->perf_map && ol > 0 && (size_t)ol < n)
+		ol += snprintf(opts + ol, n - (size_t)ol, ",perfmap=1");
+	if (o->objects_rate && ol > 0 && (size_t)ol < n)
+		ol += snprintf(opts + ol, n - (size_t)ol, ",objects=%llu", (unsigned long long)o->objects_rate);
+	if (o->events && *o->events && ol > 0 && (size_t)ol < n)
+		snprintf(opts + ol, n - (size_t)ol, ",events=%s,period=%llu", o->events,
+			 (unsigned long long)o->event_period);
+}
+
 int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, char *err, size_t errlen)
 {
 	const char *dir = agent_dir();
@@ -150,15 +163,7 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 	else
 		snprintf(preload, sizeof(preload), "%s", agent);
 	char opts[1024];
-	int ol = snprintf(opts, sizeof(opts), "mode=%s,rate=%u,depth=%u,paused=%d,native=%d",
-			  o->mode == MODE_WALL ? "wall" : "cpu", o->rate_hz, o->max_depth, o->paused, o->native);
-	if (o->perf_map && ol > 0 && (size_t)ol < sizeof(opts))
-		ol += snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",perfmap=1");
-	if (o->objects_rate && ol > 0 && (size_t)ol < sizeof(opts))
-		ol += snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",objects=%llu", (unsigned long long)o->objects_rate);
-	if (o->events && *o->events && ol > 0 && (size_t)ol < sizeof(opts))
-		snprintf(opts + ol, sizeof(opts) - (size_t)ol, ",events=%s,period=%llu", o->events,
-			 (unsigned long long)o->event_period);
+	launch_agent_options(o, opts, sizeof(opts));
 
 	/* The child reports a failed exec through a close-on-exec pipe: EOF
 	 * means the exec succeeded. */

@@ -40,6 +40,10 @@ struct launch {
  * with a one-line reason in err. */
 int profile_create(const struct launch_opts *o, struct launch *l, char *err, size_t errlen);
 
+/* The agent's options (STRATA_OPTIONS, or what an attach loads it with)
+ * for o: mode, rate, depth, native, perf maps, objects, events. */
+void launch_agent_options(const struct launch_opts *o, char *opts, size_t n);
+
 /* Forks and execs the command with LD_PRELOAD and the STRATA_* variables
  * set. If exec fails, returns -1 with *exit_code set as a shell would
  * (127: not found, 126: not executable) and err filled. */

@@ -9,10 +9,20 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import PROGRAMS, STRATA, func_row, strata
 from test_stack import build_ext, end
 
-LOADED_RE = re.compile(r"strata: loaded the agent into process (\d+) \(thread (\d+) borrowed for ([\d.]+) ms")
+# Through ptrace (a thread borrowed), or on 3.14+ through the interpreter's
+# own hook (PEP 768).
+LOADED_RE = re.compile(r"strata: loaded the agent into process (\d+) (?:\(thread (\d+) borrowed for ([\d.]+) ms|"
+                       r"through the interpreter's remote debugging hook)")
+PTRACE_RE = re.compile(r"strata: loaded the agent into process (\d+) \(thread (\d+) borrowed for ([\d.]+) ms, "
+                       r"after [\d.]+ ms waiting for a safe point\)"
+                       r"(?:; not through PEP 768: (.*))?$", re.M)
+PEP768_RE = re.compile(r"strata: loaded the agent into process (\d+) through the interpreter's remote debugging hook "
+                       r"\(PEP 768, as sys.remote_exec\), in [\d.]+ ms$", re.M)
 
 
 def plain(python, *args, **kw):
@@ -124,12 +134,14 @@ def test_ctl_load(debian_python):
 
 
 SIGPROG = r"""
-import signal, sys, time
+import os, signal, sys, time
 got = 0
 def on_usr1(sig, frame):
+    # os.write, not print: a handler that prints can be re-entered inside
+    # its own flush (which runs pending handlers), with or without strata.
     global got
     got += 1
-    print("got", got, flush=True)
+    os.write(1, b"got %d\n" % got)
 signal.signal(signal.SIGUSR1, on_usr1)
 print("ready", flush=True)
 end = time.time() + 120
@@ -208,14 +220,27 @@ def test_attach_errors(debian_python, tmp_path):
         r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata",
                    env=dict(os.environ, STRATA_AGENT_DIR=str(empty)))
         assert r.returncode != 0 and "make PYTHONS=" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
         r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(STRATA), "top",
                             "--pid", str(p.pid)], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "permission denied" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
         assert not maps_agent(p.pid)
         assert p.poll() is None
     finally:
         p.kill()
         p.communicate()
+
+
+def test_attach_no_process(tmp_path):
+    """A pid that names no process: one line, exit status 2, for record,
+    top and ctl load alike."""
+    pid = 4194303  # above every default pid_max
+    for args in (["record", "--pid", pid, "-d", "1", "-o", tmp_path / "x.strata"], ["top", "--pid", pid],
+                 ["ctl", pid, "load"]):
+        r = strata(*args, timeout=60)
+        assert r.returncode == 2 and r.stderr == "strata: no process %d\n" % pid, (args, r.returncode, r.stderr)
+    assert not (tmp_path / "x.strata").exists()
 
 
 def test_top_pid_loads_agent(debian_python):
@@ -276,3 +301,339 @@ def test_attach_stopped_process(debian_python, tmp_path):
     finally:
         p.kill()
         p.communicate()
+
+
+# ---- every feature of a preloaded agent, after an attach ----------------------
+
+def marker_line(path, marker):
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if marker in line:
+            return i
+    raise AssertionError("no %s in %s" % (marker, path))
+
+
+def test_attach_wall_mode(python, tmp_path):
+    """--mode wall on a plain threads4.py: the agent is loaded in wall mode
+    and every thread that existed before the attach is sampled at the
+    rate, running or blocked; the blocked ones (found by a scan: read from
+    outside by their kernel thread id) with their Python stacks."""
+    p = plain(python, PROGRAMS / "threads4.py", 12)
+    try:
+        time.sleep(0.5)
+        out = tmp_path / "wall.strata"
+        r = strata("record", "--pid", p.pid, "-d", "2", "--mode", "wall", "-o", out, timeout=120)
+        assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+        data = json.loads(strata("report", "--json", out).stdout)
+        assert data["mode"] == "wall"
+        threads = data["threads"]
+        assert len(threads) == 5, threads
+        most = max(t["samples"] for t in threads)
+        # About 2000 each (2 s at 1000 Hz); busy threads lose ticks on a
+        # loaded machine (README, "Limitations"), as when preloaded.
+        for t in threads:
+            assert t["samples"] > 300 and t["samples"] > 0.35 * most, (t, threads)
+        main = [t for t in threads if t["tid"] == p.pid][0]
+        assert main["idle"] > 0.9 * main["samples"], main
+        # The two sleepers: nearly all idle, every idle sample in sleepy().
+        sleepers = sorted((t for t in threads if t is not main), key=lambda t: t["idle"])[-2:]
+        for t in sleepers:
+            assert t["idle"] > 0.9 * t["samples"], threads
+        assert func_row(data, "sleepy")["total"] >= 0.9 * sum(t["samples"] for t in sleepers), \
+            (func_row(data, "sleepy"), sleepers)
+        assert func_row(data, "busy")["total"] > 300
+        st = status(p.pid)
+        assert st["mode"] == "wall" and st["sampling"] == "off", st
+    finally:
+        out, err = p.communicate(timeout=120)
+    assert (p.returncode, out, err) == (0, "", ""), (p.returncode, out, err)
+
+
+def test_attach_native(python, tmp_path):
+    """--native on a process spinning in C: the C function (with its
+    source line) is under the Python line that called it."""
+    build_ext(python, tmp_path)
+    p = plain(python, PROGRAMS / "stuck.py", tmp_path)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        out = tmp_path / "native.strata"
+        r = strata("record", "--pid", p.pid, "-d", "1.5", "--native", "-o", out, timeout=120)
+        assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+        data = json.loads(strata("report", "--json", out).stdout)
+        burn = func_row(data, "burn_c")
+        assert burn["kind"] == "native" and burn["total"] >= 0.9 * data["samples"] > 300, (burn, data["samples"])
+        folded = strata("convert", out, "-f", "collapsed", "-o", "-").stdout
+        stuck = marker_line(PROGRAMS / "stuck.py", "# STUCK")
+        under = sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()
+                    if re.search(r"spin \([^)]*stuck\.py:%d\);burn_c \([^)]*ext\.c:\d+\) \d+$" % stuck, l))
+        assert under >= 0.9 * data["samples"], folded[:2000]
+        assert status(p.pid)["native"] == "1"
+    finally:
+        out, err = end(p)
+    assert (out, err) == ("", ""), (out, err)
+
+
+@pytest.mark.edge_pythons
+def test_attach_events_and_fixed_settings(python, tmp_path):
+    """-e task-clock: samples by the event, counts per function in the
+    3:1 split. The settings stay the agent's: an attach that asks for
+    others is refused (one line, naming them), one that asks for none
+    takes them."""
+    p = plain(python, PROGRAMS / "split.py", 30)
+    try:
+        time.sleep(0.3)
+        out = tmp_path / "ev.strata"
+        r = strata("record", "--pid", p.pid, "-d", "2", "-e", "task-clock", "-o", out, timeout=120)
+        assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+        data = json.loads(strata("report", "--json", out).stdout)
+        assert [e["name"] for e in data["events"]] == ["task-clock"], data["events"]
+        heavy, light = func_row(data, "heavy"), func_row(data, "light")
+        assert data["samples"] > 150
+        assert 0.68 <= heavy["self"] / (heavy["self"] + light["self"]) <= 0.82, (heavy, light)
+        hc, lc = heavy["events"]["task-clock"]["self"], light["events"]["task-clock"]["self"]
+        assert 0.68 <= hc / (hc + lc) <= 0.82, (hc, lc)
+
+        for opts in (["--mode", "wall"], ["--native"], ["-e", "task-clock", "--native"]):
+            r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata", *opts)
+            assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, (opts, r.stderr)
+            assert "agent samples with --mode cpu -e task-clock, fixed when it was loaded" in r.stderr, r.stderr
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "again.strata")
+        assert r.returncode == 0, r.stderr
+        again = json.loads(strata("report", "--json", tmp_path / "again.strata").stdout)
+        assert [e["name"] for e in again["events"]] == ["task-clock"] and again["samples"] > 50, again["samples"]
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.communicate()
+
+
+JIT_PROG = r"""
+import math, sys, time
+import numpy as np
+from numba import njit
+
+@njit
+def kernel(a, reps):
+    s = 0.0
+    for r in range(reps):
+        for i in range(a.shape[0]):
+            t = math.exp(-a[i]) * math.sin(a[i] + r) * math.log1p(a[i] + 1.0) * math.atan(a[i] * r + 0.5)  # HOT
+            s += t  # COLD
+    return s
+
+a = np.linspace(0.0, 1.0, 10000)
+kernel(a, 1)
+print("ready", flush=True)
+end = time.time() + 60
+while time.time() < end:
+    kernel(a, 50)  # CALLER
+"""
+
+
+def test_attach_jit_lines(debian_python, tmp_path):
+    """--jit-lines on a Numba program started with NUMBA_DEBUGINFO=1 (and
+    without strata): the JIT code's samples fall on its HOT line. On one
+    started without it, a one-line error before anything is loaded."""
+    exe = debian_python.with_module("numba")
+    prog = tmp_path / "jitprog.py"
+    prog.write_text(JIT_PROG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    p = subprocess.Popen([str(exe), str(prog)], env=dict(env, NUMBA_DEBUGINFO="1"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n", p.stderr.read()
+        out = tmp_path / "jit.strata"
+        r = strata("record", "--pid", p.pid, "-d", "3", "--jit-lines", "-o", out, timeout=120)
+        assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+        data = json.loads(strata("report", "--json", out).stdout)
+        kernels = [f for f in data["functions"] if f["kind"] == "jit" and f["name"].startswith("__main__.kernel(")]
+        kernel = kernels[0]
+        lines = [l for l in data["lines"] if l["function"] == kernel["name"]]
+        total = sum(l["self"] for l in lines)
+        hot = sum(l["self"] for l in lines if l["line"] == marker_line(prog, "# HOT"))
+        assert total > 500 and all(l["kind"] == "jit" for l in lines), lines
+        assert hot >= 0.8 * total, (hot, total, lines)
+    finally:
+        p.kill()
+        p.communicate()
+    p = subprocess.Popen([str(exe), str(prog)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n", p.stderr.read()
+        r = strata("record", "--pid", p.pid, "-d", "1", "--jit-lines", "-o", tmp_path / "x.strata")
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert "not started with NUMBA_DEBUGINFO=1" in r.stderr, r.stderr
+        assert not maps_agent(p.pid)
+    finally:
+        p.kill()
+        p.communicate()
+
+
+FORK_PROG = r"""
+import os, subprocess, sys, time
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    s = 0
+    while time.process_time() < end:
+        for i in range(10_000):
+            s += i * i
+    return s
+
+def child_work():
+    return burn(1.0)
+
+def parent_work():
+    return burn(1.0)
+
+print("ready", flush=True)
+sys.stdin.readline()
+pid = os.fork()
+if pid == 0:
+    child_work()
+    print("child up", flush=True)
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    os._exit(7)
+parent_work()
+_, st = os.waitpid(pid, 0)
+print("child", os.WEXITSTATUS(st), flush=True)
+"""
+
+
+def test_attach_fork_child(python, tmp_path):
+    """A process forked after the attach is recorded into the same file,
+    under its own pid, and detached with its parent at the end: both run
+    on with sampling off, and end as they would have."""
+    prog = tmp_path / "forker.py"
+    prog.write_text(FORK_PROG)
+    done = tmp_path / "done"
+    p = plain(python, prog, done, stdin=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        out = tmp_path / "fork.strata"
+        rec = subprocess.Popen([str(STRATA), "record", "--pid", str(p.pid), "-o", str(out)], stderr=subprocess.PIPE,
+                               text=True)
+        assert LOADED_RE.search(rec.stderr.readline())
+        assert "strata: recording process" in rec.stderr.readline()
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "child up\n"
+        child = int(subprocess.run(["pgrep", "-P", str(p.pid), "-f", str(prog)], capture_output=True,
+                                   text=True).stdout.split()[0])
+        time.sleep(0.5)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+        assert re.search(r"strata: \d+ samples, 2 processes, 2 threads", err), err
+        data = json.loads(strata("report", "--json", out).stdout)
+        procs = {q["pid"]: q for q in data["processes"]}
+        assert set(procs) == {p.pid, child}, procs
+        assert procs[child]["ppid"] == p.pid and procs[child]["samples"] > 300, procs
+        assert func_row(data, "child_work")["total"] > 300
+        # Both detached, still running.
+        for pid in (p.pid, child):
+            st = status(pid)
+            assert st["sampling"] == "off" and st["output"] == "", (pid, st)
+        done.write_text("")
+        out_, err_ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert (p.returncode, out_, err_) == (0, "child 7\n", ""), (p.returncode, out_, err_)
+
+
+# ---- CPython 3.14+: the interpreter's own hook (PEP 768) ----------------------
+
+PEP768_PROG = r"""
+import os, sys, threading, time
+before = dict(sys.modules)
+importers = dict(sys.path_importer_cache)
+def burn():
+    s = 0
+    for i in range(100_000):
+        s += i * i
+    return s
+def worker(stop):
+    while not stop.is_set():
+        burn()
+stop = threading.Event()
+t = threading.Thread(target=worker, args=(stop,), name="named-worker")
+t.start()
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    burn()
+stop.set()
+t.join()
+print(dict(sys.modules) == before, dict(sys.path_importer_cache) == importers, "ctypes" in sys.modules, flush=True)
+"""
+
+
+def test_attach_pep768(python, tmp_path):
+    """3.14+: the agent is loaded through the interpreter's own hook, not
+    ptrace: the program's sys.modules and sys.path_importer_cache are as
+    they were, its threads are named from threading, its output and exit
+    status unchanged. Before 3.14: ptrace, with nothing said about PEP 768."""
+    prog = tmp_path / "p768.py"
+    prog.write_text(PEP768_PROG)
+    done = tmp_path / "done"
+    p = plain(python, prog, done)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        out = tmp_path / "p.strata"
+        r = strata("record", "--pid", p.pid, "-d", "1.5", "-o", out, timeout=120)
+        assert r.returncode == 0, r.stderr
+        if python.minor >= (3, 14):
+            assert PEP768_RE.search(r.stderr), r.stderr
+            data = json.loads(strata("report", "--json", out).stdout)
+            names = {t["name"] for t in data["threads"]}
+            assert {"MainThread", "named-worker"} <= names, data["threads"]
+        else:
+            m = PTRACE_RE.search(r.stderr)
+            assert m and not m.group(4), r.stderr
+        done.write_text("")
+        o, e = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert (p.returncode, o, e) == (0, "True True False\n", ""), (p.returncode, o, e)
+
+
+@pytest.mark.parametrize("case", ["disabled", "blocked"])
+def test_attach_pep768_fallback(python, tmp_path, case):
+    """3.14+: where the hook is closed (PYTHON_DISABLE_REMOTE_DEBUG) or no
+    thread runs bytecode (all blocked), the request is withdrawn and the
+    agent comes through ptrace, the message saying why; the program never
+    runs the script later (its stderr stays empty)."""
+    if python.minor < (3, 14):
+        pytest.skip("PEP 768 came with Python 3.14")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    if case == "disabled":
+        env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
+        args = [PROGRAMS / "split.py", 30]
+    else:
+        args = ["-c", "import sys, time; print('up', flush=True); sys.stdin.readline(); time.sleep(1); print('end')"]
+    p = subprocess.Popen([str(python.exe)] + [str(a) for a in args], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if case == "blocked":
+            assert p.stdout.readline() == "up\n"
+        else:
+            time.sleep(0.3)
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "f.strata", timeout=120)
+        assert r.returncode == 0, r.stderr
+        m = PTRACE_RE.search(r.stderr)
+        assert m and m.group(4), r.stderr
+        why = {"disabled": "remote debugging is turned off in it", "blocked": "no thread ran Python bytecode"}[case]
+        assert why in m.group(4), r.stderr
+        if case == "blocked":
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            o, e = p.communicate(timeout=60)
+            assert (p.returncode, o, e) == (0, "end\n", ""), (p.returncode, o, e)
+        else:
+            assert p.poll() is None
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()

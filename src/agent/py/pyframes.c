@@ -41,6 +41,7 @@
  * through the GIL and the thread list (pycore_gil.h). */
 #include <internal/pycore_interpframe.h>
 #include <internal/pycore_gil.h>
+#include <internal/pycore_ceval.h>   /* _PY_EVAL_PLEASE_STOP_BIT, Py_SUPPORTS_REMOTE_DEBUG (PEP 768) */
 #endif
 
 #include <pthread.h>
@@ -1084,6 +1085,56 @@ static uint64_t rp_obj_type(uint64_t block, uint64_t size) { return pyobj_type(r
 
 static int rp_type_name(uint64_t type, char *buf, size_t n) { return pyobj_type_name(rp_read, NULL, type, buf, n); }
 
+/* PEP 768: the request's fields, located with the target's own
+ * _Py_DebugOffsets (as sys.remote_exec locates them), checked against the
+ * layout this reader was built for. */
+static int rp_remote_exec(uint64_t tstate, struct strata_rexec *out, char *why, size_t n)
+{
+	memset(out, 0, sizeof(*out));
+#if PY_VERSION_HEX >= 0x030E0000
+#if !defined(Py_REMOTE_DEBUG) || !defined(Py_SUPPORTS_REMOTE_DEBUG)
+	(void)tstate;
+	snprintf(why, n, "this Python was built without remote debugging (PEP 768)");
+	return -1;
+#else
+	_Py_DebugOffsets t;
+	uint64_t at = env.syms.runtime + offsetof(_PyRuntimeState, debug_offsets);
+	if (env.read(env.ctx, &t, at, sizeof(t)) || memcmp(t.cookie, _Py_Debug_Cookie, sizeof(t.cookie)) != 0) {
+		snprintf(why, n, "cannot read the interpreter's debug offsets");
+		return -1;
+	}
+	const struct _debugger_support *d = &t.debugger_support;
+	if (d->remote_debugger_support != offsetof(PyThreadState, remote_debugger_support) ||
+	    d->eval_breaker != offsetof(PyThreadState, eval_breaker) ||
+	    d->debugger_pending_call != offsetof(_PyRemoteDebuggerSupport, debugger_pending_call) ||
+	    d->debugger_script_path != offsetof(_PyRemoteDebuggerSupport, debugger_script_path) ||
+	    d->debugger_script_path_size != sizeof(((_PyRemoteDebuggerSupport *)0)->debugger_script_path)) {
+		snprintf(why, n, "the interpreter's debugger offsets differ from those of the Python %s headers",
+			 PY_VERSION);
+		return -1;
+	}
+	uint64_t interp = 0;
+	int32_t enabled = 0;
+	if (env.read(env.ctx, &interp, env.syms.runtime + t.runtime_state.interpreters_head, sizeof(interp)) ||
+	    !interp || env.read(env.ctx, &enabled, interp + d->remote_debugging_enabled, sizeof(enabled))) {
+		snprintf(why, n, "cannot read the main interpreter");
+		return -1;
+	}
+	out->enabled = enabled;
+	out->pending_call = tstate + d->remote_debugger_support + d->debugger_pending_call;
+	out->script_path = tstate + d->remote_debugger_support + d->debugger_script_path;
+	out->script_path_size = d->debugger_script_path_size;
+	out->eval_breaker = tstate + d->eval_breaker;
+	out->stop_bit = _PY_EVAL_PLEASE_STOP_BIT;
+	return 0;
+#endif
+#else
+	(void)tstate;
+	snprintf(why, n, "sys.remote_exec (PEP 768) came with Python 3.14");
+	return -1;
+#endif
+}
+
 static const struct strata_pyreader reader = {
 	.api_version = STRATA_PYAPI_VERSION,
 	.built_for = PY_VERSION,
@@ -1097,6 +1148,7 @@ static const struct strata_pyreader reader = {
 	.threads = rp_threads,
 	.obj_type = rp_obj_type,
 	.type_name = rp_type_name,
+	.remote_exec = rp_remote_exec,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)
