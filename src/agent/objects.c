@@ -215,6 +215,45 @@ static inline void account(int domain, void *p, size_t n)
 	take_sample(domain, p, n);
 }
 
+/* Whether the shared names hold type `type` with identity `tag`. */
+static int names_has(struct objtab *t, uint64_t type, uint64_t tag)
+{
+	uint32_t h = objnames_home(type, tag);
+	for (uint32_t i = 0; i < OBJNAMES_PROBE; i++) {
+		struct objname *n = &t->names[(h + i) & (OBJNAMES_SIZE - 1)];
+		uint64_t cur = atomic_load_explicit(&n->type, memory_order_acquire);
+		if (!cur)
+			return 0;
+		if (cur == type && n->tag == tag)
+			return 1;
+	}
+	return 0;
+}
+
+/* Adds a name (the writer reads it with the type's first use). A full
+ * window drops it: the helper reads the name itself then. */
+static void names_put(struct objtab *t, uint64_t type, uint64_t tag, const char *name)
+{
+	uint32_t h = objnames_home(type, tag);
+	for (uint32_t i = 0; i < OBJNAMES_PROBE; i++) {
+		struct objname *n = &t->names[(h + i) & (OBJNAMES_SIZE - 1)];
+		uint64_t cur = atomic_load_explicit(&n->type, memory_order_acquire);
+		if (cur == type && n->tag == tag)
+			return;
+		if (cur)
+			continue;
+		uint64_t exp = 0;
+		if (!atomic_compare_exchange_strong(&n->type, &exp, OBJNAME_CLAIMED))
+			continue;
+		n->tag = tag;
+		size_t l = strnlen(name, OBJNAME_LEN - 1);
+		memcpy(n->name, name, l);
+		n->name[l] = 0;
+		atomic_store_explicit(&n->type, type, memory_order_release);
+		return;
+	}
+}
+
 static void __attribute__((noinline)) freed_slow(int domain, void *p)
 {
 	struct objtab *t = agent.objtab;
@@ -231,23 +270,33 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 		if (e->addr != a || atomic_load_explicit(&e->state, memory_order_acquire) != OBJ_LIVE)
 			continue;
 		/* The object is still whole: read its type now (OBJ blocks;
-		 * the GIL is held). */
-		if (e->domain == D_OBJ && atomic_load_explicit(&e->type, memory_order_relaxed) == OBJTYPE_UNKNOWN &&
-		    agent_py && agent_py->obj_type) {
-			struct tslot *s = tls_slot;
-			uint64_t ty = OBJTYPE_NONE;
-			if (s && !s->in_handler) {
-				s->in_handler = 1;
-				volatile uint64_t got = 0;
-				if (sigsetjmp(s->guard_jb, 0) == 0) {
-					s->guard_on = 1;
-					got = agent_py->obj_type(guarded_read, NULL, a, e->size);
-					s->guard_on = 0;
-				}
-				s->in_handler = 0;
-				ty = got ? got : OBJTYPE_NONE;
-				uint64_t exp = OBJTYPE_UNKNOWN;
-				atomic_compare_exchange_strong(&e->type, &exp, ty);
+		 * the GIL is held), and name it while it surely lives. The
+		 * helper may be reading the same block: the first to
+		 * publish wins (BUSY while the tag goes in before the type). */
+		struct tslot *s = tls_slot;
+		if (e->domain == D_OBJ && agent_py && agent_py->obj_type && s && !s->in_handler &&
+		    atomic_load_explicit(&e->type, memory_order_relaxed) == OBJTYPE_UNKNOWN) {
+			s->in_handler = 1;
+			volatile uint64_t got = 0, tag = 0;
+			volatile int named = 0;
+			char name[OBJNAME_LEN];
+			if (sigsetjmp(s->guard_jb, 0) == 0) {
+				s->guard_on = 1;
+				uint64_t tg = 0;
+				got = agent_py->obj_type(guarded_read, NULL, a, e->size, &tg);
+				tag = tg;
+				if (got && !names_has(t, got, tg) && agent_py->type_name &&
+				    agent_py->type_name(guarded_read, NULL, got, name, sizeof(name), &tg) == 0 && tg == tag)
+					named = 1;
+				s->guard_on = 0;
+			}
+			s->in_handler = 0;
+			if (named)
+				names_put(t, got, tag, name);
+			uint64_t exp = OBJTYPE_UNKNOWN;
+			if (atomic_compare_exchange_strong(&e->type, &exp, OBJTYPE_BUSY)) {
+				e->tag = tag;
+				atomic_store_explicit(&e->type, got ? got : OBJTYPE_NONE, memory_order_release);
 			}
 		}
 		if (!running)
@@ -408,7 +457,7 @@ int objects_setup(void)
 	*(void **)&set_allocator = dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
 	int (*add)(int (*)(const char *, void *, void *), void *);
 	*(void **)&add = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
-	if (!get_allocator || !set_allocator || !add || !agent_py->obj_type)
+	if (!get_allocator || !set_allocator || !add || !agent_py->obj_type || !agent_py->type_name)
 		return -1;
 	if (!agent.objtab && objects_fresh())
 		return -1;
