@@ -184,3 +184,37 @@ def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
     assert caller["events"]["alloc-bytes"]["total"] >= ab, caller
     raw = types(rep)["[PyMem_RawMalloc]"]
     assert raw["alloc-bytes"] >= ab * 0.95, raw
+
+
+def test_type_filter_in_annotate_and_convert(debian_python, record):
+    """--type keeps one type in annotate and convert as in report: the 3:1
+    dict split is there at the lines that make the dicts, and what is left
+    out (other types) is gone."""
+    r = rec(record, debian_python, "dicts")
+    # annotate: per line, the dicts' events; the self/total columns are
+    # of alloc-bytes (allocations carry no time samples).
+    a = strata("annotate", "--json", "--type", "dict", r.path, "objects.py")
+    assert a.returncode == 0, a.stderr
+    lines = {l["function"]: l for f in json.loads(a.stdout)["files"] for l in f["lines"]}
+    a3 = lines["three"]["events"]["alloc-objects"]["self"]
+    a1 = lines["one"]["events"]["alloc-objects"]["self"]
+    assert abs(100.0 * a3 / (a3 + a1) - 75) <= 7, (a3, a1)
+    t = types(r.report())
+    everything = sum(x["alloc-bytes"] for x in t.values())
+    dict_bytes = t["dict"]["alloc-bytes"]
+    assert dict_bytes < 0.9 * everything, t  # other types to leave out
+    txt = strata("annotate", "--type", "dict", r.path, "three")
+    assert txt.returncode == 0, txt.stderr
+    assert " alloc-bytes self (" in txt.stdout.splitlines()[0], txt.stdout[:300]
+    # convert: one-value formats carry alloc-bytes of dicts alone.
+    c = strata("convert", "--type", "dict", r.path, "-f", "collapsed")
+    assert c.returncode == 0, c.stderr
+    stacks = [l.rsplit(" ", 1) for l in c.stdout.splitlines() if l.strip()]
+    tot = sum(int(v) for _, v in stacks)
+    assert abs(tot - dict_bytes) <= 0.01 * dict_bytes, (tot, dict_bytes)
+    three = sum(int(v) for s, v in stacks if ";three (" in s)
+    assert abs(100.0 * three / tot - 75) <= 7, (three, tot)
+    bad = strata("convert", "--type", "no-such-type", r.path, "-f", "collapsed")
+    assert bad.returncode == 1 and "no allocation of type 'no-such-type'" in bad.stderr, bad.stderr
+    bad = strata("annotate", "--type", "no-such-type", r.path)
+    assert bad.returncode == 1 and "no allocation of type 'no-such-type'" in bad.stderr, bad.stderr
