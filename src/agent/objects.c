@@ -50,6 +50,9 @@ static void (*set_allocator)(int domain, pymem_alloc *in);
 static pymem_alloc orig[D_N];  /* what each hook calls */
 static pymem_alloc ours[D_N];
 static int installed;          /* changed with the GIL held only */
+/* agent.objtab, one load away for the free hooks (agent is reached
+ * through a pointer). */
+static struct objtab *tab;
 
 struct otls {
 	int64_t left;          /* bytes until the next sample point */
@@ -137,6 +140,7 @@ static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint6
 		if (atomic_load_explicit(&e->state, memory_order_relaxed) != OBJ_EMPTY ||
 		    !atomic_compare_exchange_strong(&e->state, &exp, OBJ_CLAIMED))
 			continue;
+		atomic_fetch_or(&t->used[k / 64], 1ull << (k % 64));
 		e->addr = addr;
 		e->id = id;
 		e->size = size;
@@ -158,6 +162,7 @@ static void table_release(struct objtab *t, uint32_t k)
 {
 	struct objent *e = &t->e[k];
 	atomic_fetch_sub_explicit(&t->filter[objfilter_slot(e->addr)], 1, memory_order_relaxed);
+	atomic_fetch_and(&t->used[k / 64], ~(1ull << (k % 64)));
 	atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
 }
 
@@ -312,7 +317,7 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 
 static inline void freed(int domain, void *p)
 {
-	struct objtab *t = agent.objtab;
+	struct objtab *t = tab;
 	if (p && t && atomic_load_explicit(&t->filter[objfilter_slot((uint64_t)(uintptr_t)p)], memory_order_relaxed))
 		freed_slow(domain, p);
 }
@@ -321,7 +326,11 @@ static inline void freed(int domain, void *p)
 
 /* ctx is the replaced allocator's own, and the hooks ignore it, so any mix
  * of old and new fields a racing RAW caller may read is still valid. RAW
- * calls nested in an OBJ or MEM call belong to that call. */
+ * allocations nested in an OBJ or MEM allocation belong to that call (a
+ * large object is counted once). A free ends in the replaced allocator
+ * by a tail call, with no nesting mark: a RAW free under an OBJ or MEM
+ * free finds the block already marked freed (or not sampled), and the
+ * most frequent hook stays a few instructions. */
 #define HOOKS(name, D)                                                                          \
 	static void *name##_malloc(void *ctx, size_t n)                                         \
 	{                                                                                       \
@@ -363,14 +372,9 @@ static inline void freed(int domain, void *p)
 	static void name##_free(void *ctx, void *p)                                             \
 	{                                                                                       \
 		(void)ctx;                                                                      \
-		if (D == D_RAW && ot.depth) {                                                   \
-			orig[D].free(orig[D].ctx, p);                                           \
-			return;                                                                 \
-		}                                                                               \
-		freed(D, p);                                                                    \
-		ot.depth += D != D_RAW;                                                         \
+		if (D != D_RAW || !ot.depth)                                                    \
+			freed(D, p);                                                            \
 		orig[D].free(orig[D].ctx, p);                                                   \
-		ot.depth -= D != D_RAW;                                                         \
 	}
 
 HOOKS(raw, D_RAW)
@@ -448,6 +452,7 @@ static int objects_audit(const char *event, void *args, void *data)
 int objects_fresh(void)
 {
 	agent.objtab = shm_alloc(sizeof(struct objtab));
+	tab = agent.objtab;
 	return agent.objtab ? 0 : -1;
 }
 

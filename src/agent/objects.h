@@ -75,6 +75,12 @@ struct objtab {
 	_Atomic uint64_t untracked;  /* samples whose block could not be entered */
 	_Atomic uint64_t lost;       /* samples not taken: no slot, ring full */
 	_Atomic uint8_t filter[OBJFILTER_SIZE];
+	/* Slots not empty, a bit each: the writer visits those alone (the
+	 * table is 3 MiB; a pass over it all every 100 ms cost the helper
+	 * more than the rest of its work on allocation-heavy programs). Set
+	 * by a hook after it claims a slot, cleared before the slot is
+	 * emptied. */
+	_Atomic uint64_t used[OBJTAB_SIZE / 64];
 	struct objent e[OBJTAB_SIZE];
 	struct objname names[OBJNAMES_SIZE];
 };

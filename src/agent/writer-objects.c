@@ -121,6 +121,8 @@ void wobj_put_alloc(struct wbuf *recs, const struct rsample *h, uint32_t stack, 
 	rec_put_alloc(recs, &a);
 }
 
+static void scan_slot(struct wbuf *recs, struct objtab *t, uint32_t k, int final);
+
 void wobj_scan(struct wbuf *recs, int final)
 {
 	struct objtab *t = agent.objtab;
@@ -130,46 +132,53 @@ void wobj_scan(struct wbuf *recs, int final)
 	if (!final && now - T.last_scan < 100 * 1000000ull)
 		return;
 	T.last_scan = now;
-	for (uint32_t k = 0; k < OBJTAB_SIZE; k++) {
-		struct objent *e = &t->e[k];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if ((st != OBJ_LIVE && st != OBJ_FREED) || !e->written)
-			continue;
-		if (!e->type_written) {
-			uint64_t ty = atomic_load(&e->type);
-			if (ty == OBJTYPE_UNKNOWN && st == OBJ_LIVE && (final || e->scans++ >= 1)) {
-				/* Alive a pass on: its object is set up. A free
-				 * racing with this read has read the type itself
-				 * first, and published it first (BUSY while its
-				 * tag goes in). */
-				uint64_t tag = 0;
-				uint64_t got = agentd_reader->obj_type ? agentd_reader->obj_type(e->addr, e->size, &tag) : 0;
-				uint64_t exp = OBJTYPE_UNKNOWN;
-				if (atomic_compare_exchange_strong(&e->type, &exp, OBJTYPE_BUSY)) {
-					e->tag = tag;
-					atomic_store(&e->type, got ? got : OBJTYPE_NONE);
-				}
-				ty = atomic_load(&e->type);
+	for (uint32_t w = 0; w < OBJTAB_SIZE / 64; w++)
+		for (uint64_t bits = atomic_load(&t->used[w]); bits; bits &= bits - 1)
+			scan_slot(recs, t, w * 64 + (uint32_t)__builtin_ctzll(bits), final);
+}
+
+/* One slot of the table, not empty when its bit was read. */
+static void scan_slot(struct wbuf *recs, struct objtab *t, uint32_t k, int final)
+{
+	struct objent *e = &t->e[k];
+	uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+	if ((st != OBJ_LIVE && st != OBJ_FREED) || !e->written)
+		return;
+	if (!e->type_written) {
+		uint64_t ty = atomic_load(&e->type);
+		if (ty == OBJTYPE_UNKNOWN && st == OBJ_LIVE && (final || e->scans++ >= 1)) {
+			/* Alive a pass on: its object is set up. A free
+			 * racing with this read has read the type itself
+			 * first, and published it first (BUSY while its
+			 * tag goes in). */
+			uint64_t tag = 0;
+			uint64_t got = agentd_reader->obj_type ? agentd_reader->obj_type(e->addr, e->size, &tag) : 0;
+			uint64_t exp = OBJTYPE_UNKNOWN;
+			if (atomic_compare_exchange_strong(&e->type, &exp, OBJTYPE_BUSY)) {
+				e->tag = tag;
+				atomic_store(&e->type, got ? got : OBJTYPE_NONE);
 			}
-			if (ty != OBJTYPE_UNKNOWN && ty != OBJTYPE_BUSY) {
-				uint32_t ix = type_index(recs, ty, e->tag);
-				if (ix) {
-					struct rec_alloc_type r = { .id = e->id, .type = ix };
-					rec_put_alloc_type(recs, &r);
-				}
-				e->type_written = 1;
-			}
+			ty = atomic_load(&e->type);
 		}
-		if (st == OBJ_FREED) {
-			if (!e->type_written && e->domain == ALLOC_OBJ) {
-				/* Freed unread (its reader was busy): nothing
-				 * more to learn. */
-				e->type_written = 1;
+		if (ty != OBJTYPE_UNKNOWN && ty != OBJTYPE_BUSY) {
+			uint32_t ix = type_index(recs, ty, e->tag);
+			if (ix) {
+				struct rec_alloc_type r = { .id = e->id, .type = ix };
+				rec_put_alloc_type(recs, &r);
 			}
-			struct rec_free f = { .id = e->id, .time_ns = e->free_ns };
-			rec_put_free(recs, &f);
-			e->addr = 0;
-			atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
+			e->type_written = 1;
 		}
+	}
+	if (st == OBJ_FREED) {
+		if (!e->type_written && e->domain == ALLOC_OBJ) {
+			/* Freed unread (its reader was busy): nothing
+			 * more to learn. */
+			e->type_written = 1;
+		}
+		struct rec_free f = { .id = e->id, .time_ns = e->free_ns };
+		rec_put_free(recs, &f);
+		e->addr = 0;
+		atomic_fetch_and(&t->used[k / 64], ~(1ull << (k % 64)));
+		atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
 	}
 }
