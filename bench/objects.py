@@ -15,9 +15,13 @@ strata helper's (this script is a child subreaper, as in overhead.py).
 
 Configurations: strata --objects at the default rate (512 KiB), at 64 KiB,
 and --objects --native; strata without --objects for reference;
-the hooks alone (a rate so high nothing is sampled); tracemalloc with
-1 frame (-X tracemalloc=1, its cheapest);
-memray run (every allocation, Python stacks: its default mode).
+the hooks alone (a rate so high nothing is sampled), with CPU sampling
+at 1000 Hz and at 1 Hz (what the hooks cost by themselves); tracemalloc
+with 1 frame (-X tracemalloc=1, its cheapest); memray run (every
+allocation, Python stacks: its default mode). --only NAME[,NAME...] keeps
+the configurations whose name starts with one of those; --compare
+STRATA adds the default --objects run with another strata build (an
+older one), side by side in the same rounds.
 """
 import argparse
 import os
@@ -42,7 +46,7 @@ def cpu_of(cmd, env=None):
     return ru.ru_utime + ru.ru_stime + reap_helpers()
 
 
-def configs(py, n, tmp, memray):
+def configs(py, n, tmp, memray, compare=None):
     w = [WORK, n]
     out = Path(tmp) / "o.strata"
     c = {
@@ -51,11 +55,18 @@ def configs(py, n, tmp, memray):
         "strata --objects --native": [STRATA, "record", "-q", "-o", out, "--objects", "--native", "--", py] + w,
         "strata --objects-rate 2^40 (hooks, no samples)": [STRATA, "record", "-q", "-o", out, "--objects-rate",
                                                            str(1 << 40), "--", py] + w,
+        "strata --objects-rate 2^40 -F 1 (hooks alone)": [STRATA, "record", "-q", "-o", out, "-F", "1",
+                                                          "--objects-rate", str(1 << 40), "--", py] + w,
+        "strata -F 1 (agent, no hooks, for reference)": [STRATA, "record", "-q", "-o", out, "-F", "1", "--", py] + w,
         "strata (cpu only, for reference)": [STRATA, "record", "-q", "-o", out, "--", py] + w,
         "tracemalloc, 1 frame": [py, "-X", "tracemalloc=1"] + w,
     }
     if memray:
         c["memray run"] = [py, "-m", "memray", "run", "-q", "-f", "-o", Path(tmp) / "m.bin"] + w
+    if compare:
+        c["compared build: --objects (512 KiB)"] = [compare, "record", "-q", "-o", out, "--objects", "--", py] + w
+        c["compared build: --objects-rate 2^40 -F 1"] = [compare, "record", "-q", "-o", out, "-F", "1",
+                                                         "--objects-rate", str(1 << 40), "--", py] + w
     return c
 
 
@@ -65,6 +76,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--n", default="20", help="workload size (x100 000 iterations)")
     ap.add_argument("--no-memray", action="store_true")
+    ap.add_argument("--only", default="", help="configurations whose name starts with one of these (comma list)")
+    ap.add_argument("--compare", default=None, help="another strata executable to run --objects with")
     a = ap.parse_args()
     py = a.python
     if not py:
@@ -73,22 +86,28 @@ def main():
             raise SystemExit("no benchmark virtualenv: run scripts/benchenv.sh")
     memray = not a.no_memray and subprocess.run([py, "-c", "import memray"], capture_output=True).returncode == 0
     become_subreaper()
-    ratios, plain = {}, []
+    ratios, cpus, plain = {}, {}, []
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = configs(py, a.n, tmp, memray)
+        cfgs = configs(py, a.n, tmp, memray, a.compare)
+        if a.only:
+            keep = [k.strip() for k in a.only.split(",") if k.strip()]
+            cfgs = {k: v for k, v in cfgs.items() if any(k.startswith(x) for x in keep)}
         for r in range(a.runs):
             base = cpu_of([py, WORK, a.n])
             plain.append(base)
             for name, cmd in cfgs.items():
-                ratios.setdefault(name, []).append(cpu_of(cmd) / base)
+                cpu = cpu_of(cmd)
+                cpus.setdefault(name, []).append(cpu)
+                ratios.setdefault(name, []).append(cpu / base)
             print("round %d: plain %.2f s" % (r + 1, base), file=sys.stderr)
     ver = subprocess.run([py, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True).stdout.strip()
     print("Python %s, workload allocs.py %s, %d rounds, plain run median %.2f s CPU" % (ver, a.n, a.runs,
                                                                                      statistics.median(plain)))
-    print("| configuration | CPU time / plain (median, min-max) |")
-    print("|---|---|")
+    print("| configuration | CPU time / plain (median, min-max) | min CPU / min plain |")
+    print("|---|---|---|")
     for name, rs in ratios.items():
-        print("| %s | %.3f (%.3f-%.3f) |" % (name, statistics.median(rs), min(rs), max(rs)))
+        print("| %s | %.3f (%.3f-%.3f) | %.3f |" % (name, statistics.median(rs), min(rs), max(rs),
+                                                  min(cpus[name]) / min(plain)))
 
 
 if __name__ == "__main__":

@@ -218,3 +218,38 @@ def test_type_filter_in_annotate_and_convert(debian_python, record):
     assert bad.returncode == 1 and "no allocation of type 'no-such-type'" in bad.stderr, bad.stderr
     bad = strata("annotate", "--type", "no-such-type", r.path)
     assert bad.returncode == 1 and "no allocation of type 'no-such-type'" in bad.stderr, bad.stderr
+
+
+def test_program_hooks_the_allocator_itself(python, record):
+    """tracemalloc.start() mid-run puts its hooks on top of strata's: the
+    allocations made meanwhile are still seen (and tracemalloc sees them
+    too); after tracemalloc.stop() strata's are on top again. one() runs
+    before and after, three() under tracemalloc: 20 batches against 30."""
+    r = rec(record, python, "tracemalloc")
+    rep = r.report("--type", "dict")
+    a3 = total(rep, "three", "alloc-objects")
+    a1 = total(rep, "one", "alloc-objects")
+    share = 100.0 * a3 / (a3 + a1)
+    assert abs(share - 60) <= 7, (a3, a1, share)
+    # 2 x 100 000 + 300 000 dicts.
+    assert 400_000 <= a1 + a3 <= 600_000, (a1, a3)
+
+
+def test_fork_child_counts_its_own(python, record):
+    """A forked child's allocations are its own, under its pid; the
+    parent's are the parent's (the child inherits the hooks, not the
+    parent's samples)."""
+    r = rec(record, python, "fork")
+    rep = r.report()
+    pids = sorted({t["pid"] for t in rep["threads"]})
+    assert len(pids) == 2, rep["threads"]
+    parent, child = pids  # the child's pid is the larger here (no wrap in a test run)
+    names = {}
+    for pid in pids:
+        sub = r.report("--type", "dict", "--pid", str(pid))
+        names[pid] = {f["name"]: f["events"]["alloc-objects"]["total"] for f in sub["functions"]}
+    # 300 000 dicts in the child, 100 000 in the parent.
+    assert 230_000 <= names[child].get("three", 0) <= 370_000, names[child]
+    assert names[child].get("one", 0) == 0, names[child]
+    assert 75_000 <= names[parent].get("one", 0) <= 125_000, names[parent]
+    assert names[parent].get("three", 0) == 0, names[parent]
