@@ -325,36 +325,67 @@ static inline void freed(int domain, void *p)
 /* ---- the hooks, one set per domain ---- */
 
 /* ctx is the replaced allocator's own, and the hooks ignore it, so any mix
- * of old and new fields a racing RAW caller may read is still valid. RAW
- * allocations nested in an OBJ or MEM allocation belong to that call (a
- * large object is counted once). A free ends in the replaced allocator
- * by a tail call, with no nesting mark: a RAW free under an OBJ or MEM
- * free finds the block already marked freed (or not sampled), and the
- * most frequent hook stays a few instructions. */
+ * of old and new fields a racing RAW caller may read is still valid.
+ *
+ * RAW allocations nested in an OBJ or MEM allocation belong to that call
+ * (a large object is counted once): the outer hook marks its thread
+ * (ot.depth) around the call. Only a request too big for pymalloc's
+ * pools goes on to the RAW allocator (over 512 bytes in every CPython
+ * 3.8+, plus the debug hooks' few bytes with PYTHONMALLOC=debug), so a
+ * small one is counted first and handed on by a tail call, unmarked:
+ * the hook most allocations see is a subtraction, a compare and a jump.
+ * A free ends in a tail call too, unmarked: a RAW free under an OBJ or
+ * MEM free finds the block already marked freed (or not sampled). */
+#define NEST_MIN 256 /* smallest OBJ/MEM request that may reach the RAW allocator, with margin */
 #define HOOKS(name, D)                                                                          \
-	static void *name##_malloc(void *ctx, size_t n)                                         \
+	static void *__attribute__((noinline)) name##_malloc_slow(size_t n)                     \
 	{                                                                                       \
-		(void)ctx;                                                                      \
+		void *p;                                                                        \
+		if (D != D_RAW && n < NEST_MIN) { /* counted: a sample point */                \
+			if ((p = orig[D].malloc(orig[D].ctx, n)))                               \
+				take_sample(D, p, n);                                           \
+			return p;                                                               \
+		}                                                                               \
 		if (D == D_RAW && ot.depth)                                                     \
 			return orig[D].malloc(orig[D].ctx, n);                                  \
 		ot.depth += D != D_RAW;                                                         \
-		void *p = orig[D].malloc(orig[D].ctx, n);                                       \
+		p = orig[D].malloc(orig[D].ctx, n);                                             \
 		ot.depth -= D != D_RAW;                                                         \
 		if (p)                                                                          \
 			account(D, p, n);                                                       \
 		return p;                                                                       \
 	}                                                                                       \
-	static void *name##_calloc(void *ctx, size_t k, size_t n)                               \
+	static void *name##_malloc(void *ctx, size_t n)                                         \
 	{                                                                                       \
 		(void)ctx;                                                                      \
+		if (D != D_RAW && n < NEST_MIN && ((ot.left -= (int64_t)n) > 0 || ot.busy))     \
+			return orig[D].malloc(orig[D].ctx, n);                                  \
+		return name##_malloc_slow(n);                                                   \
+	}                                                                                       \
+	static void *__attribute__((noinline)) name##_calloc_slow(size_t k, size_t n)           \
+	{                                                                                       \
+		void *p;                                                                        \
+		if (D != D_RAW && n && k < NEST_MIN / n) {                                      \
+			if ((p = orig[D].calloc(orig[D].ctx, k, n)))                            \
+				take_sample(D, p, k * n);                                       \
+			return p;                                                               \
+		}                                                                               \
 		if (D == D_RAW && ot.depth)                                                     \
 			return orig[D].calloc(orig[D].ctx, k, n);                               \
 		ot.depth += D != D_RAW;                                                         \
-		void *p = orig[D].calloc(orig[D].ctx, k, n);                                    \
+		p = orig[D].calloc(orig[D].ctx, k, n);                                          \
 		ot.depth -= D != D_RAW;                                                         \
 		if (p)                                                                          \
 			account(D, p, k * n);                                                   \
 		return p;                                                                       \
+	}                                                                                       \
+	static void *name##_calloc(void *ctx, size_t k, size_t n)                               \
+	{                                                                                       \
+		(void)ctx;                                                                      \
+		if (D != D_RAW && n && k < NEST_MIN / n &&                                      \
+		    ((ot.left -= (int64_t)(k * n)) > 0 || ot.busy))                             \
+			return orig[D].calloc(orig[D].ctx, k, n);                               \
+		return name##_calloc_slow(k, n);                                                \
 	}                                                                                       \
 	static void *name##_realloc(void *ctx, void *old, size_t n)                             \
 	{                                                                                       \
