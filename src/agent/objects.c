@@ -337,6 +337,8 @@ static inline void freed(int domain, void *p)
  * A free ends in a tail call too, unmarked: a RAW free under an OBJ or
  * MEM free finds the block already marked freed (or not sampled). */
 #define NEST_MIN 256 /* smallest OBJ/MEM request that may reach the RAW allocator, with margin */
+/* (calloc's k * n is compared without a division: k and n are each
+ * below NEST_MIN first, so the product cannot wrap.) */
 #define HOOKS(name, D)                                                                          \
 	static void *__attribute__((noinline)) name##_malloc_slow(size_t n)                     \
 	{                                                                                       \
@@ -365,7 +367,7 @@ static inline void freed(int domain, void *p)
 	static void *__attribute__((noinline)) name##_calloc_slow(size_t k, size_t n)           \
 	{                                                                                       \
 		void *p;                                                                        \
-		if (D != D_RAW && n && k < NEST_MIN / n) {                                      \
+		if (D != D_RAW && k < NEST_MIN && n < NEST_MIN && k * n < NEST_MIN) {                                      \
 			if ((p = orig[D].calloc(orig[D].ctx, k, n)))                            \
 				take_sample(D, p, k * n);                                       \
 			return p;                                                               \
@@ -382,7 +384,7 @@ static inline void freed(int domain, void *p)
 	static void *name##_calloc(void *ctx, size_t k, size_t n)                               \
 	{                                                                                       \
 		(void)ctx;                                                                      \
-		if (D != D_RAW && n && k < NEST_MIN / n &&                                      \
+		if (D != D_RAW && k < NEST_MIN && n < NEST_MIN && k * n < NEST_MIN &&                                      \
 		    ((ot.left -= (int64_t)(k * n)) > 0 || ot.busy))                             \
 			return orig[D].calloc(orig[D].ctx, k, n);                               \
 		return name##_calloc_slow(k, n);                                                \

@@ -51,7 +51,8 @@ static const char usage_text[] =
 	"                       start in the objects view: objects created per second\n"
 	"                       by type and the lines that create most\n"
 	"      --objects-rate BYTES  one allocation sample per BYTES (implies --objects)\n"
-	"      --type NAME      only allocations of type NAME (dict, Foo, ...)\n"
+	"      --type NAME      only allocations of type NAME (dict, Foo, ...); implies\n"
+	"                       --objects for a command started here\n"
 	"  -o, --output FILE    keep the profile in FILE (default: a temporary file,\n"
 	"                       removed at the end; the 'w' key saves a copy)\n"
 	"  -i, --interval SECS  refresh interval (default: 1)\n"
@@ -425,6 +426,11 @@ int cmd_top(int argc, char **argv)
 		errorf("--mode, --native, -e and --objects are fixed when a process starts; with --pid only -F and "
 		       "--type apply");
 		return 2;
+	}
+	/* A command started to watch one type's allocations records them. */
+	if (type && !pid && !objects) {
+		ropts[nro++] = "--objects";
+		objects = 1;
 	}
 	/* The objects view, with the lines that allocate. */
 	T.s.objects = objects || type;

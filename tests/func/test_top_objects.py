@@ -102,7 +102,9 @@ def test_objects_options(debian_python):
     bad = strata("top", "--objects", "--pid", "1")
     assert bad.returncode == 2 and "fixed when a process starts" in bad.stderr, bad.stderr
     # A type not recorded (yet) is said, not an error: it may come.
-    r = strata("top", "--no-curses", "--type", "NoSuchType", "--objects", *RATE, "-i", "0.5", "--",
+    # --type records allocations without being told --objects.
+    r = strata("top", "--no-curses", "--type", "NoSuchType", "-i", "0.5", "--",
                debian_python.exe, PROGRAMS / "objects_live.py", 1)
     assert r.returncode == 0, r.stderr
     assert "no allocation of type 'NoSuchType' recorded yet" in r.stdout, r.stdout[-1500:]
+    assert "no allocation recorded" not in r.stdout, r.stdout[-1500:]
