@@ -22,6 +22,20 @@ allocation, Python stacks: its default mode). --only NAME[,NAME...] keeps
 the configurations whose name starts with one of those; --compare
 STRATA adds the default --objects run with another strata build (an
 older one), side by side in the same rounds.
+
+    bench/objects.py --shares 4 [--compare STRATA]
+
+Where the cost goes, counted within each run rather than timed across
+runs (this VM's speed drifts by ±30% from one run to the next): each
+configuration runs under `perf record -e cpu-clock` (a software event:
+the VM has no hardware counters), and the report gives the share of
+CPU samples in the interpreter (libpython), in strata's own code (the
+agent, its helper, the per-version module) and in the kernel. The
+interpreter's work is the same in every run, so plain share / profiled
+share estimates the CPU ratio; it leaves out what strata costs the
+interpreter's own code indirectly (caches), so it reads low, and a run
+the host preempted shows a kernel spike (irqentry_exit_to_user_mode):
+the median of the runs is given.
 """
 import argparse
 import os
@@ -70,6 +84,46 @@ def configs(py, n, tmp, memray, compare=None):
     return c
 
 
+def dso_shares(cmd, tmp):
+    """{dso: percent of cpu-clock samples} for one run of cmd under perf."""
+    data = Path(tmp) / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", str(data), "--"] +
+                   [str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort", "dso", "-q", "-g", "none",
+                          "--stdio"], capture_output=True, text=True).stdout
+    out = {}
+    for line in rep.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0].endswith("%"):
+            out[f[1]] = float(f[0][:-1])
+    return out
+
+
+def shares(py, n, runs, compare):
+    w = [WORK, n]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "o.strata"
+        cfgs = {"plain": [py] + w,
+                "strata --objects": [STRATA, "record", "-q", "-o", out, "--objects", "--", py] + w,
+                "strata (cpu only)": [STRATA, "record", "-q", "-o", out, "--", py] + w}
+        if compare:
+            cfgs["compared build: --objects"] = [compare, "record", "-q", "-o", out, "--objects", "--", py] + w
+        got = {k: [] for k in cfgs}
+        for r in range(runs):
+            for name, cmd in cfgs.items():
+                got[name].append(dso_shares(cmd, tmp))
+            print("round %d" % (r + 1), file=sys.stderr)
+    med = statistics.median
+    base = med([s.get(k, 0) for s in got["plain"] for k in s if k.startswith("libpython")] or [0])
+    print("| configuration | libpython % | strata's own code % | kernel % | plain / profiled libpython share |")
+    print("|---|---|---|---|---|")
+    for name, ss in got.items():
+        lp = med([sum(v for k, v in s.items() if k.startswith("libpython")) for s in ss])
+        st = med([sum(v for k, v in s.items() if "strata" in k) for s in ss])
+        kn = med([s.get("[kernel.kallsyms]", 0) for s in ss])
+        print("| %s | %.1f | %.1f | %.1f | %.3f |" % (name, lp, st, kn, base / lp if lp else 0))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default=None)
@@ -78,12 +132,16 @@ def main():
     ap.add_argument("--no-memray", action="store_true")
     ap.add_argument("--only", default="", help="configurations whose name starts with one of these (comma list)")
     ap.add_argument("--compare", default=None, help="another strata executable to run --objects with")
+    ap.add_argument("--shares", type=int, default=0, help="instead: N runs each under perf, CPU shares by object")
     a = ap.parse_args()
     py = a.python
     if not py:
         py = subprocess.run([str(ROOT / "scripts" / "benchenv.sh")], capture_output=True, text=True).stdout.strip()
         if not py:
             raise SystemExit("no benchmark virtualenv: run scripts/benchenv.sh")
+    if a.shares:
+        shares(py, a.n, a.shares, a.compare)
+        return
     memray = not a.no_memray and subprocess.run([py, "-c", "import memray"], capture_output=True).returncode == 0
     become_subreaper()
     ratios, cpus, plain = {}, {}, []

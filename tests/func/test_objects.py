@@ -10,6 +10,7 @@ few percent, and the tolerances hold with room (docs/objects.md).
 """
 import gzip
 import json
+import re
 
 import pytest
 
@@ -253,3 +254,21 @@ def test_fork_child_counts_its_own(python, record):
     assert names[child].get("one", 0) == 0, names[child]
     assert 75_000 <= names[parent].get("one", 0) <= 125_000, names[parent]
     assert names[parent].get("three", 0) == 0, names[parent]
+
+
+def test_pprof_type_label(debian_python, record, tmp_path):
+    """pprof: allocation samples carry a `type` label, so that go tool
+    pprof keeps one type with -tagfocus, and its total is that type's."""
+    from test_export_text import need_go, pprof_top
+    r = rec(record, debian_python, "dicts")
+    dicts = types(r.report())["dict"]["alloc-objects"]
+    pb = tmp_path / "o.pb.gz"
+    conv = strata("convert", r.path, "-f", "pprof", "-o", pb)
+    assert conv.returncode == 0, conv.stderr
+    need_go()
+    _, text, _ = pprof_top(pb, "-sample_index=alloc_objects", "-tagfocus=type=dict")
+    m = re.search(r"Showing nodes accounting for (\d+), ", text)
+    assert m, text
+    assert abs(int(m.group(1)) - dicts) <= 0.001 * dicts + 2, (m.group(1), dicts, text[:500])
+    _, text, _ = pprof_top(pb, "-sample_index=alloc_objects", "-tagfocus=type=no-such-type")
+    assert "Showing nodes accounting for 0, " in text or "Total: 0" in text or "No samples" in text, text[:500]
