@@ -278,7 +278,7 @@ bottom:
 	else if (st->message)
 		put(H - 1, 0, A_BOLD, "%s", st->message);
 	else
-		put(H - 1, 0, 0, "q quit  p sampling  space freeze  l lines  s/t sort  o objects  w save  ? more keys");
+		put(H - 1, 0, 0, "q quit  p sampling  space freeze  l lines  s/t sort  o objects  w save  ? keys");
 	refresh();
 }
 
