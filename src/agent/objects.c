@@ -50,6 +50,9 @@ static void (*set_allocator)(int domain, pymem_alloc *in);
 static pymem_alloc orig[D_N];  /* what each hook calls */
 static pymem_alloc ours[D_N];
 static int installed;          /* changed with the GIL held only */
+/* agent.objtab, one load away for the free hooks (agent is reached
+ * through a pointer). */
+static struct objtab *tab;
 
 struct otls {
 	int64_t left;          /* bytes until the next sample point */
@@ -137,6 +140,7 @@ static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint6
 		if (atomic_load_explicit(&e->state, memory_order_relaxed) != OBJ_EMPTY ||
 		    !atomic_compare_exchange_strong(&e->state, &exp, OBJ_CLAIMED))
 			continue;
+		atomic_fetch_or(&t->used[k / 64], 1ull << (k % 64));
 		e->addr = addr;
 		e->id = id;
 		e->size = size;
@@ -158,6 +162,7 @@ static void table_release(struct objtab *t, uint32_t k)
 {
 	struct objent *e = &t->e[k];
 	atomic_fetch_sub_explicit(&t->filter[objfilter_slot(e->addr)], 1, memory_order_relaxed);
+	atomic_fetch_and(&t->used[k / 64], ~(1ull << (k % 64)));
 	atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
 }
 
@@ -215,6 +220,45 @@ static inline void account(int domain, void *p, size_t n)
 	take_sample(domain, p, n);
 }
 
+/* Whether the shared names hold type `type` with identity `tag`. */
+static int names_has(struct objtab *t, uint64_t type, uint64_t tag)
+{
+	uint32_t h = objnames_home(type, tag);
+	for (uint32_t i = 0; i < OBJNAMES_PROBE; i++) {
+		struct objname *n = &t->names[(h + i) & (OBJNAMES_SIZE - 1)];
+		uint64_t cur = atomic_load_explicit(&n->type, memory_order_acquire);
+		if (!cur)
+			return 0;
+		if (cur == type && n->tag == tag)
+			return 1;
+	}
+	return 0;
+}
+
+/* Adds a name (the writer reads it with the type's first use). A full
+ * window drops it: the helper reads the name itself then. */
+static void names_put(struct objtab *t, uint64_t type, uint64_t tag, const char *name)
+{
+	uint32_t h = objnames_home(type, tag);
+	for (uint32_t i = 0; i < OBJNAMES_PROBE; i++) {
+		struct objname *n = &t->names[(h + i) & (OBJNAMES_SIZE - 1)];
+		uint64_t cur = atomic_load_explicit(&n->type, memory_order_acquire);
+		if (cur == type && n->tag == tag)
+			return;
+		if (cur)
+			continue;
+		uint64_t exp = 0;
+		if (!atomic_compare_exchange_strong(&n->type, &exp, OBJNAME_CLAIMED))
+			continue;
+		n->tag = tag;
+		size_t l = strnlen(name, OBJNAME_LEN - 1);
+		memcpy(n->name, name, l);
+		n->name[l] = 0;
+		atomic_store_explicit(&n->type, type, memory_order_release);
+		return;
+	}
+}
+
 static void __attribute__((noinline)) freed_slow(int domain, void *p)
 {
 	struct objtab *t = agent.objtab;
@@ -231,23 +275,33 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 		if (e->addr != a || atomic_load_explicit(&e->state, memory_order_acquire) != OBJ_LIVE)
 			continue;
 		/* The object is still whole: read its type now (OBJ blocks;
-		 * the GIL is held). */
-		if (e->domain == D_OBJ && atomic_load_explicit(&e->type, memory_order_relaxed) == OBJTYPE_UNKNOWN &&
-		    agent_py && agent_py->obj_type) {
-			struct tslot *s = tls_slot;
-			uint64_t ty = OBJTYPE_NONE;
-			if (s && !s->in_handler) {
-				s->in_handler = 1;
-				volatile uint64_t got = 0;
-				if (sigsetjmp(s->guard_jb, 0) == 0) {
-					s->guard_on = 1;
-					got = agent_py->obj_type(guarded_read, NULL, a, e->size);
-					s->guard_on = 0;
-				}
-				s->in_handler = 0;
-				ty = got ? got : OBJTYPE_NONE;
-				uint64_t exp = OBJTYPE_UNKNOWN;
-				atomic_compare_exchange_strong(&e->type, &exp, ty);
+		 * the GIL is held), and name it while it surely lives. The
+		 * helper may be reading the same block: the first to
+		 * publish wins (BUSY while the tag goes in before the type). */
+		struct tslot *s = tls_slot;
+		if (e->domain == D_OBJ && agent_py && agent_py->obj_type && s && !s->in_handler &&
+		    atomic_load_explicit(&e->type, memory_order_relaxed) == OBJTYPE_UNKNOWN) {
+			s->in_handler = 1;
+			volatile uint64_t got = 0, tag = 0;
+			volatile int named = 0;
+			char name[OBJNAME_LEN];
+			if (sigsetjmp(s->guard_jb, 0) == 0) {
+				s->guard_on = 1;
+				uint64_t tg = 0;
+				got = agent_py->obj_type(guarded_read, NULL, a, e->size, &tg);
+				tag = tg;
+				if (got && !names_has(t, got, tg) && agent_py->type_name &&
+				    agent_py->type_name(guarded_read, NULL, got, name, sizeof(name), &tg) == 0 && tg == tag)
+					named = 1;
+				s->guard_on = 0;
+			}
+			s->in_handler = 0;
+			if (named)
+				names_put(t, got, tag, name);
+			uint64_t exp = OBJTYPE_UNKNOWN;
+			if (atomic_compare_exchange_strong(&e->type, &exp, OBJTYPE_BUSY)) {
+				e->tag = tag;
+				atomic_store_explicit(&e->type, got ? got : OBJTYPE_NONE, memory_order_release);
 			}
 		}
 		if (!running)
@@ -263,7 +317,7 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 
 static inline void freed(int domain, void *p)
 {
-	struct objtab *t = agent.objtab;
+	struct objtab *t = tab;
 	if (p && t && atomic_load_explicit(&t->filter[objfilter_slot((uint64_t)(uintptr_t)p)], memory_order_relaxed))
 		freed_slow(domain, p);
 }
@@ -271,32 +325,69 @@ static inline void freed(int domain, void *p)
 /* ---- the hooks, one set per domain ---- */
 
 /* ctx is the replaced allocator's own, and the hooks ignore it, so any mix
- * of old and new fields a racing RAW caller may read is still valid. RAW
- * calls nested in an OBJ or MEM call belong to that call. */
+ * of old and new fields a racing RAW caller may read is still valid.
+ *
+ * RAW allocations nested in an OBJ or MEM allocation belong to that call
+ * (a large object is counted once): the outer hook marks its thread
+ * (ot.depth) around the call. Only a request too big for pymalloc's
+ * pools goes on to the RAW allocator (over 512 bytes in every CPython
+ * 3.8+, plus the debug hooks' few bytes with PYTHONMALLOC=debug), so a
+ * small one is counted first and handed on by a tail call, unmarked:
+ * the hook most allocations see is a subtraction, a compare and a jump.
+ * A free ends in a tail call too, unmarked: a RAW free under an OBJ or
+ * MEM free finds the block already marked freed (or not sampled). */
+#define NEST_MIN 256 /* smallest OBJ/MEM request that may reach the RAW allocator, with margin */
+/* (calloc's k * n is compared without a division: k and n are each
+ * below NEST_MIN first, so the product cannot wrap.) */
 #define HOOKS(name, D)                                                                          \
-	static void *name##_malloc(void *ctx, size_t n)                                         \
+	static void *__attribute__((noinline)) name##_malloc_slow(size_t n)                     \
 	{                                                                                       \
-		(void)ctx;                                                                      \
+		void *p;                                                                        \
+		if (D != D_RAW && n < NEST_MIN) { /* counted: a sample point */                \
+			if ((p = orig[D].malloc(orig[D].ctx, n)))                               \
+				take_sample(D, p, n);                                           \
+			return p;                                                               \
+		}                                                                               \
 		if (D == D_RAW && ot.depth)                                                     \
 			return orig[D].malloc(orig[D].ctx, n);                                  \
 		ot.depth += D != D_RAW;                                                         \
-		void *p = orig[D].malloc(orig[D].ctx, n);                                       \
+		p = orig[D].malloc(orig[D].ctx, n);                                             \
 		ot.depth -= D != D_RAW;                                                         \
 		if (p)                                                                          \
 			account(D, p, n);                                                       \
 		return p;                                                                       \
 	}                                                                                       \
-	static void *name##_calloc(void *ctx, size_t k, size_t n)                               \
+	static void *name##_malloc(void *ctx, size_t n)                                         \
 	{                                                                                       \
 		(void)ctx;                                                                      \
+		if (D != D_RAW && n < NEST_MIN && ((ot.left -= (int64_t)n) > 0 || ot.busy))     \
+			return orig[D].malloc(orig[D].ctx, n);                                  \
+		return name##_malloc_slow(n);                                                   \
+	}                                                                                       \
+	static void *__attribute__((noinline)) name##_calloc_slow(size_t k, size_t n)           \
+	{                                                                                       \
+		void *p;                                                                        \
+		if (D != D_RAW && k < NEST_MIN && n < NEST_MIN && k * n < NEST_MIN) {                                      \
+			if ((p = orig[D].calloc(orig[D].ctx, k, n)))                            \
+				take_sample(D, p, k * n);                                       \
+			return p;                                                               \
+		}                                                                               \
 		if (D == D_RAW && ot.depth)                                                     \
 			return orig[D].calloc(orig[D].ctx, k, n);                               \
 		ot.depth += D != D_RAW;                                                         \
-		void *p = orig[D].calloc(orig[D].ctx, k, n);                                    \
+		p = orig[D].calloc(orig[D].ctx, k, n);                                          \
 		ot.depth -= D != D_RAW;                                                         \
 		if (p)                                                                          \
 			account(D, p, k * n);                                                   \
 		return p;                                                                       \
+	}                                                                                       \
+	static void *name##_calloc(void *ctx, size_t k, size_t n)                               \
+	{                                                                                       \
+		(void)ctx;                                                                      \
+		if (D != D_RAW && k < NEST_MIN && n < NEST_MIN && k * n < NEST_MIN &&                                      \
+		    ((ot.left -= (int64_t)(k * n)) > 0 || ot.busy))                             \
+			return orig[D].calloc(orig[D].ctx, k, n);                               \
+		return name##_calloc_slow(k, n);                                                \
 	}                                                                                       \
 	static void *name##_realloc(void *ctx, void *old, size_t n)                             \
 	{                                                                                       \
@@ -314,14 +405,9 @@ static inline void freed(int domain, void *p)
 	static void name##_free(void *ctx, void *p)                                             \
 	{                                                                                       \
 		(void)ctx;                                                                      \
-		if (D == D_RAW && ot.depth) {                                                   \
-			orig[D].free(orig[D].ctx, p);                                           \
-			return;                                                                 \
-		}                                                                               \
-		freed(D, p);                                                                    \
-		ot.depth += D != D_RAW;                                                         \
+		if (D != D_RAW || !ot.depth)                                                    \
+			freed(D, p);                                                            \
 		orig[D].free(orig[D].ctx, p);                                                   \
-		ot.depth -= D != D_RAW;                                                         \
 	}
 
 HOOKS(raw, D_RAW)
@@ -399,6 +485,7 @@ static int objects_audit(const char *event, void *args, void *data)
 int objects_fresh(void)
 {
 	agent.objtab = shm_alloc(sizeof(struct objtab));
+	tab = agent.objtab;
 	return agent.objtab ? 0 : -1;
 }
 
@@ -408,7 +495,7 @@ int objects_setup(void)
 	*(void **)&set_allocator = dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
 	int (*add)(int (*)(const char *, void *, void *), void *);
 	*(void **)&add = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
-	if (!get_allocator || !set_allocator || !add || !agent_py->obj_type)
+	if (!get_allocator || !set_allocator || !add || !agent_py->obj_type || !agent_py->type_name)
 		return -1;
 	if (!agent.objtab && objects_fresh())
 		return -1;

@@ -34,6 +34,7 @@ enum objent_state {
 /* Types that are not type pointers. */
 #define OBJTYPE_UNKNOWN 0 /* not read yet */
 #define OBJTYPE_NONE 1    /* read: the block holds no object we can tell */
+#define OBJTYPE_BUSY 2    /* being read: tag follows, then the type */
 
 struct objent {
 	_Atomic uint32_t state;
@@ -45,15 +46,43 @@ struct objent {
 	uint64_t id;
 	uint64_t size;
 	_Atomic uint64_t type;       /* OBJTYPE_* or a PyTypeObject* */
+	uint64_t tag;                /* the type's identity word, set before type */
 	uint64_t free_ns;
 };
+
+/* Type names read by the hooks, in the profiled process, while the type
+ * surely lived (an object of it was being freed): a class may be gone by
+ * the time the helper would read its name (the instances that the
+ * interpreter frees as it finalizes, then their class). Keyed by type
+ * and tag; entries are only added. */
+#define OBJNAMES_SIZE 1024
+#define OBJNAMES_PROBE 32
+#define OBJNAME_LEN 112
+#define OBJNAME_CLAIMED 1 /* type word while the entry is written */
+struct objname {
+	_Atomic uint64_t type;
+	uint64_t tag;
+	char name[OBJNAME_LEN];
+};
+
+static inline uint32_t objnames_home(uint64_t type, uint64_t tag)
+{
+	return (uint32_t)(((type >> 3) ^ (tag >> 3)) * 0x9E3779B97F4A7C15ull >> 54) & (OBJNAMES_SIZE - 1);
+}
 
 struct objtab {
 	_Atomic uint64_t next_id;
 	_Atomic uint64_t untracked;  /* samples whose block could not be entered */
 	_Atomic uint64_t lost;       /* samples not taken: no slot, ring full */
 	_Atomic uint8_t filter[OBJFILTER_SIZE];
+	/* Slots not empty, a bit each: the writer visits those alone (the
+	 * table is 3 MiB; a pass over it all every 100 ms cost the helper
+	 * more than the rest of its work on allocation-heavy programs). Set
+	 * by a hook after it claims a slot, cleared before the slot is
+	 * emptied. */
+	_Atomic uint64_t used[OBJTAB_SIZE / 64];
 	struct objent e[OBJTAB_SIZE];
+	struct objname names[OBJNAMES_SIZE];
 };
 
 static inline uint32_t objtab_home(uint64_t addr)

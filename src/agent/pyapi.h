@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 7
+#define STRATA_PYAPI_VERSION 8
 
 struct strata_pysyms;
 
@@ -111,11 +111,17 @@ struct strata_pyapi {
 	int (*api_frame)(struct strata_pyframe *out, char *name, size_t n);
 
 	/* any (--objects): the type of the object a PyObject_Malloc block of
-	 * `size` bytes at `block` holds, 0 if none can be told
-	 * (py/pyobjects.h). Reads only through rd (the core passes loads
-	 * under its fault guard). */
+	 * `size` bytes at `block` holds, 0 if none can be told, and in *tag
+	 * the type's identity word (py/pyobjects.h). Reads only through rd
+	 * (the core passes loads under its fault guard). */
 	uint64_t (*obj_type)(int (*rd)(void *ctx, void *dst, uint64_t src, size_t n), void *ctx, uint64_t block,
-			     uint64_t size);
+			     uint64_t size, uint64_t *tag);
+	/* any (--objects): the name of the type at `type` and its identity
+	 * word, read through rd: 0, or -1 (py/pyobjects.h). The hooks name a
+	 * type while it surely lives (one of its objects is being freed),
+	 * which the helper, reading later, cannot promise. */
+	int (*type_name)(int (*rd)(void *ctx, void *dst, uint64_t src, size_t n), void *ctx, uint64_t type,
+			 char *buf, size_t n, uint64_t *tag);
 };
 
 /* Exported by every per-version module. */
@@ -195,10 +201,11 @@ struct strata_pyreader {
 	 * running) process. */
 	int (*threads)(struct strata_pythread *out, int max);
 	/* --objects: as strata_pyapi.obj_type, reading the target. */
-	uint64_t (*obj_type)(uint64_t block, uint64_t size);
+	uint64_t (*obj_type)(uint64_t block, uint64_t size, uint64_t *tag);
 	/* --objects: the name of the type object at `type` ("dict",
-	 * "numpy.ndarray", "Outer.Inner" for a class): 0, or -1. */
-	int (*type_name)(uint64_t type, char *buf, size_t n);
+	 * "numpy.ndarray", "Outer.Inner" for a class) and its identity word:
+	 * 0, or -1. */
+	int (*type_name)(uint64_t type, char *buf, size_t n, uint64_t *tag);
 	/* 3.14+: where a PEP 768 request for thread state `tstate` is written
 	 * (struct strata_rexec). 0, or -1 with one line in why (an older
 	 * Python, an interpreter built without remote debugging, unreadable). */

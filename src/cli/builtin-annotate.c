@@ -42,6 +42,9 @@ static const char usage_text[] =
 	"                       a cost and --context lines around them)\n"
 	"  -C, --context N      lines of context around costly lines (default: 3)\n"
 	"  -e, --event NAME     pick the hottest lines by this event (default: samples)\n"
+	"      --type NAME      --objects: only allocations of type NAME (dict, Foo,\n"
+	"                       [PyMem_Malloc], ...: see strata report's types table);\n"
+	"                       hottest lines by alloc-bytes unless -e says otherwise\n"
 	"      --color WHEN     highlight the hottest lines: auto (default: when\n"
 	"                       standard output is a terminal), always, never\n"
 	"  -p, --pid PID        only samples of process PID\n"
@@ -65,6 +68,7 @@ struct annotate_opts {
 	int context;
 	uint32_t event;
 	const char *event_name;
+	const char *type;
 	const char *target;
 	uint32_t pid, tid;
 	int no_idle;
@@ -272,7 +276,11 @@ static void print_view(const struct ctx *c, const struct view *v)
 {
 	const struct profile *p = c->p;
 	const struct lc_file *lf = v->file;
-	uint64_t all = c->lc->totals[0];
+	/* The self and total columns: samples, or with --type (allocations
+	 * only, which carry no time samples) the event chosen. */
+	uint32_t m = c->o->type ? c->o->event : 0;
+	const char *mname = m ? p->event_names[m] : "samples";
+	uint64_t all = c->lc->totals[m];
 	uint32_t nev = p->nevents - 1;
 	if (nev > STRATA_MAX_COUNTERS)
 		nev = STRATA_MAX_COUNTERS;
@@ -288,16 +296,16 @@ static void print_view(const struct ctx *c, const struct view *v)
 	struct widths w = { .num = 5 };
 	uint64_t maxv = 0;
 	for (uint32_t k = 0; k < lf->nlines; k++)
-		maxv = lf->lines[k].total[0] > maxv ? lf->lines[k].total[0] : maxv;
+		maxv = lf->lines[k].total[m] > maxv ? lf->lines[k].total[m] : maxv;
 	w.num = digits(maxv) > 5 ? digits(maxv) : 5;
 	uint64_t vgc = view_gc(v);
 	w.gc = vgc ? w.num : 0;
 	for (uint32_t e = 0; e < nev; e++) {
-		uint64_t m = 0;
+		uint64_t mx = 0;
 		for (uint32_t k = 0; k < lf->nlines; k++)
-			m = lf->lines[k].self[e + 1] > m ? lf->lines[k].self[e + 1] : m;
+			mx = lf->lines[k].self[e + 1] > mx ? lf->lines[k].self[e + 1] : mx;
 		int nl = (int)strlen(p->event_names[e + 1]);
-		w.ev[e] = digits(m) > nl ? digits(m) : nl;
+		w.ev[e] = digits(mx) > nl ? digits(mx) : nl;
 	}
 	for (uint32_t i = 0; i < c->nr; i++) {
 		int l = (int)strlen(c->rt[i].label);
@@ -319,8 +327,8 @@ static void print_view(const struct ctx *c, const struct view *v)
 	}
 	printf("%s%s", c->o->color ? "\033[1m" : "", v->function ? v->function : "");
 	printf("%s%s%s", v->function ? " (" : "", short_path(lf->path, c->cwd), v->function ? ")" : "");
-	printf("%s: %" PRIu64 " samples self (%.1f%%), %" PRIu64 " total (%.1f%%)", off, hs[0], pct(hs[0], all),
-	       ht[0], pct(ht[0], all));
+	printf("%s: %" PRIu64 " %s self (%.1f%%), %" PRIu64 " total (%.1f%%)", off, hs[m], mname, pct(hs[m], all),
+	       ht[m], pct(ht[m], all));
 	if (vgc)
 		printf(", of which %" PRIu64 " in the garbage collector (%.1f%%)", vgc, pct(vgc, all));
 	printf("\n");
@@ -361,8 +369,8 @@ static void print_view(const struct ctx *c, const struct view *v)
 					   ? hot_on : warm_on) : "";
 		printf("%s", on);
 		if (l) {
-			printf("%6.1f%% %*" PRIu64 " %6.1f%% %*" PRIu64 "  ", pct(l->self[0], all), w.num, l->self[0],
-			       pct(l->total[0], all), w.num, l->total[0]);
+			printf("%6.1f%% %*" PRIu64 " %6.1f%% %*" PRIu64 "  ", pct(l->self[m], all), w.num, l->self[m],
+			       pct(l->total[m], all), w.num, l->total[m]);
 			if (w.gc && l->gc[0])
 				printf("%*" PRIu64 "  ", w.gc, l->gc[0]);
 			else if (w.gc)
@@ -554,6 +562,7 @@ int cmd_annotate(int argc, char **argv)
 		{ "tid", required_argument, 0, 't' },
 		{ "no-idle", no_argument, 0, 'I' },
 		{ "asm", no_argument, 0, 'A' },
+		{ "type", required_argument, 0, 'Y' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -604,6 +613,9 @@ int cmd_annotate(int argc, char **argv)
 		case 'I':
 			o.no_idle = 1;
 			break;
+		case 'Y':
+			o.type = optarg;
+			break;
 		case 'A':
 			o.asm_ = 1;
 			break;
@@ -635,6 +647,16 @@ int cmd_annotate(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		warnf("%s: %s", o.path, p->warnings[i]);
+	if (o.type) {
+		if (profile_filter_type(p, o.type, err, sizeof(err))) {
+			errorf("%s: %s", o.path, err);
+			profile_free(p);
+			return 1;
+		}
+		/* Allocations carry no time samples: hottest by their bytes. */
+		if (!o.event_name)
+			o.event = p->obj_event + 1;
+	}
 	if (o.event_name) {
 		for (o.event = 0; o.event < p->nevents && strcmp(p->event_names[o.event], o.event_name); o.event++)
 			;

@@ -13,6 +13,7 @@
 
 #include "builtin.h"
 #include "../export/export.h"
+#include "../lib/profile.h"
 
 static const char usage_text[] =
 	"usage: strata convert FILE -f FORMAT [-o OUT] [options]\n"
@@ -26,6 +27,9 @@ static const char usage_text[] =
 	"  -e, --event NAME       event to show in formats with a single value\n"
 	"                         (default: samples); formats with several value\n"
 	"                         columns (callgrind, pprof) carry every event\n"
+	"      --type NAME        --objects: only allocations of type NAME (dict, Foo,\n"
+	"                         [PyMem_Malloc], ...: see strata report's types\n"
+	"                         table); single-value formats then show alloc-bytes\n"
 	"      --no-idle          leave out samples of blocked threads (wall mode)\n"
 	"      --keep-interpreter keep CPython's own frames in native stacks\n"
 	"      --no-inline        native stacks: no frames for inlined functions\n"
@@ -113,7 +117,7 @@ const struct exporter *convert_find(const char *format)
 
 int cmd_convert(int argc, char **argv)
 {
-	const char *format = NULL, *output = NULL, *event = NULL;
+	const char *format = NULL, *output = NULL, *event = NULL, *type = NULL;
 	struct export_opts o = { 0 };
 	struct load_opts lo = { 0 };
 	static const struct option longopts[] = {
@@ -123,6 +127,7 @@ int cmd_convert(int argc, char **argv)
 		{ "no-idle", no_argument, 0, 'I' },
 		{ "keep-interpreter", no_argument, 0, 'K' },
 		{ "no-inline", no_argument, 0, 'N' },
+		{ "type", required_argument, 0, 'T' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -135,6 +140,7 @@ int cmd_convert(int argc, char **argv)
 		case 'I': o.exclude_idle = 1; break;
 		case 'K': lo.keep_interpreter = 1; break;
 		case 'N': lo.no_inline = 1; break;
+		case 'T': type = optarg; break;
 		case 'h': convert_usage(stdout); return 0;
 		default: convert_usage(stderr); return 2;
 		}
@@ -156,6 +162,11 @@ int cmd_convert(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		warnf("%s: %s", path, p->warnings[i]);
+	if (type && profile_filter_type(p, type, err, sizeof(err))) {
+		errorf("%s: %s", path, err);
+		profile_free(p);
+		return 1;
+	}
 	if (!p->nsamples)
 		warnf("%s: the profile holds no samples: the %s output is empty", path, ex->name);
 	o.title = p->command;
@@ -164,6 +175,10 @@ int cmd_convert(int argc, char **argv)
 		profile_free(p);
 		return 2;
 	}
+	/* Allocations carry no time samples: one-value formats show their
+	 * bytes. */
+	if (type && !event)
+		o.event = p->obj_event + 1;
 	int rc = convert_to(p, ex, output, &o);
 	profile_free(p);
 	return rc;

@@ -47,6 +47,12 @@ static const char usage_text[] =
 	"      --mode MODE      cpu (default) or wall, as for strata record\n"
 	"      --native         record native frames too (docs/native.md)\n"
 	"  -e, --event EVENTS   events to record, passed on to strata record\n"
+	"      --objects        sample allocations too (strata record --objects) and\n"
+	"                       start in the objects view: objects created per second\n"
+	"                       by type and the lines that create most\n"
+	"      --objects-rate BYTES  one allocation sample per BYTES (implies --objects)\n"
+	"      --type NAME      only allocations of type NAME (dict, Foo, ...); implies\n"
+	"                       --objects for a command started here\n"
 	"  -o, --output FILE    keep the profile in FILE (default: a temporary file,\n"
 	"                       removed at the end; the 'w' key saves a copy)\n"
 	"  -i, --interval SECS  refresh interval (default: 1)\n"
@@ -57,7 +63,7 @@ static const char usage_text[] =
 	"\n"
 	"keys: q quit, p sampling on/off, space freeze, l functions/lines, s/t sort by\n"
 	"self/total, a last interval/since start, e event, T/P thread/process filter,\n"
-	"w save, ? help. With the full-screen view the program's output goes to a log\n"
+	"o objects view, y type filter, w save, ? help. With the full-screen view the program's output goes to a log\n"
 	"file, named at the end.\n";
 
 static volatile sig_atomic_t got_signal;
@@ -236,6 +242,13 @@ static enum quit on_key(struct top *T, int c)
 	case 'e':
 		T->s.event = T->p->nevents ? (T->s.event + 1) % T->p->nevents : 0;
 		break;
+	case 'o':
+		T->s.objects = !T->s.objects;
+		break;
+	case 'y':
+		top_next_type(T->p, &T->s);
+		set_message(T, "type %s", T->s.type[0] ? T->s.type : "all");
+		break;
 	case 'T':
 		top_next_thread(T->p, &T->s);
 		break;
@@ -295,7 +308,8 @@ int cmd_top(int argc, char **argv)
 	memset(&T, 0, sizeof(T));
 	struct top_launch L = { 0 };
 	static char *ropts[16];
-	int nro = 0, no_curses = 0, fixed = 0;
+	int nro = 0, no_curses = 0, fixed = 0, objects = 0;
+	const char *type = NULL;
 	unsigned pid = 0, rows = 15;
 	double interval = 1.0;
 	static const struct option longopts[] = {
@@ -308,6 +322,9 @@ int cmd_top(int argc, char **argv)
 		{ "interval", required_argument, 0, 'i' },
 		{ "rows", required_argument, 0, 'n' },
 		{ "no-curses", no_argument, 0, 'C' },
+		{ "objects", no_argument, 0, 'O' },
+		{ "objects-rate", required_argument, 0, 'R' },
+		{ "type", required_argument, 0, 'Y' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -364,6 +381,28 @@ int cmd_top(int argc, char **argv)
 		case 'C':
 			no_curses = 1;
 			break;
+		case 'O':
+			if (!objects)
+				ropts[nro++] = "--objects";
+			objects = 1;
+			fixed = 1;
+			break;
+		case 'R':
+			/* strata record checks the rate. */
+			if (!objects)
+				ropts[nro++] = "--objects";
+			objects = 1;
+			ropts[nro++] = "--objects-rate";
+			ropts[nro++] = optarg;
+			fixed = 1;
+			break;
+		case 'Y':
+			if (strlen(optarg) >= sizeof(T.s.type)) {
+				errorf("--type '%.40s...': too long", optarg);
+				return 2;
+			}
+			type = optarg;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -384,9 +423,20 @@ int cmd_top(int argc, char **argv)
 		die_usage(usage_text);
 	}
 	if (pid && fixed) {
-		errorf("--mode, --native and -e are fixed when a process starts; with --pid only -F applies");
+		errorf("--mode, --native, -e and --objects are fixed when a process starts; with --pid only -F and "
+		       "--type apply");
 		return 2;
 	}
+	/* A command started to watch one type's allocations records them. */
+	if (type && !pid && !objects) {
+		ropts[nro++] = "--objects";
+		objects = 1;
+	}
+	/* The objects view, with the lines that allocate. */
+	T.s.objects = objects || type;
+	T.s.lines = T.s.objects;
+	if (type)
+		snprintf(T.s.type, sizeof(T.s.type), "%s", type);
 	T.curses = !no_curses && isatty(1) && isatty(0) && getenv("TERM") && strcmp(getenv("TERM"), "dumb");
 	T.rows = (int)rows;
 	T.interval = interval;

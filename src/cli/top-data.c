@@ -51,12 +51,47 @@ static int row_cmp(const void *a, const void *b, void *ctx)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
+/* The header's sample counts when the rows are of one type's
+ * allocations: every sample the thread and process filters keep. */
+static void count_samples(const struct profile *p, const struct top_settings *s, uint64_t mark, struct top_frame *f)
+{
+	f->samples_all = f->samples_last = 0;
+	for (uint64_t i = 0; i < p->nsamples; i++) {
+		const struct pthread_info *t = &p->threads[p->samples[i].thread];
+		if ((s->pid && t->pid != s->pid) || (s->tid && t->tid != s->tid))
+			continue;
+		uint64_t v = profile_value(p, i, 0);
+		f->samples_all += v;
+		if (i >= mark)
+			f->samples_last += v;
+	}
+}
+
+struct agg_filter top_filter(const struct profile *p, const struct top_settings *s, int *missing)
+{
+	struct agg_filter fa = { .pid = s->pid, .tid = s->tid };
+	*missing = 0;
+	if (s->type[0]) {
+		fa.type = UINT32_MAX; /* nothing, until the type is recorded */
+		for (uint32_t t = 0; t < p->ntypes; t++)
+			if (!strcmp(p->types[t], s->type))
+				fa.type = t + 1;
+		*missing = fa.type == UINT32_MAX;
+	}
+	return fa;
+}
+
 int top_frame_build(const struct profile *p, const struct top_settings *s, uint64_t mark, uint64_t dropped_mark,
 		    double interval_s, double elapsed_s, struct top_frame *f)
 {
 	memset(f, 0, sizeof(*f));
 	uint32_t ev = s->event < p->nevents ? s->event : 0;
-	struct agg_filter fa = { .pid = s->pid, .tid = s->tid };
+	int missing;
+	struct agg_filter fa = top_filter(p, s, &missing);
+	/* One type's allocations carry no time samples: their bytes. */
+	if (s->type[0] && !ev && p->obj_event)
+		ev = p->obj_event + 1;
+	f->event = ev;
 	struct agg_filter fl = fa;
 	fl.first_sample = mark;
 	struct agg *all = profile_aggregate(p, &fa, ev);
@@ -91,9 +126,13 @@ int top_frame_build(const struct profile *p, const struct top_settings *s, uint6
 	struct sort_ctx ctx = { (s->window_all ? 2 : 0) + (s->sort == SORT_TOTAL) };
 	qsort_r(f->rows, f->nrows, sizeof(*f->rows), row_cmp, &ctx);
 
+	f->interval_s = interval_s;
+	if (s->objects && top_objects_build(p, s, mark, f))
+		goto out;
 	f->samples_all = all->totals[0];
 	f->samples_last = last->totals[0];
-	f->interval_s = interval_s;
+	if (fa.type)
+		count_samples(p, s, mark, f);
 	f->elapsed_s = elapsed_s;
 	f->rate = interval_s > 0 ? (double)f->samples_last / interval_s : 0;
 	f->dropped = p->dropped;
@@ -119,6 +158,7 @@ void top_frame_free(struct top_frame *f)
 	free(f->rows);
 	f->rows = NULL;
 	f->nrows = 0;
+	top_objects_free(f);
 }
 
 void top_row_text(const struct profile *p, const struct top_settings *s, const struct top_row *r, char *name,

@@ -6,6 +6,8 @@
  *                  attached to by pid; sampling on/off, leaving it running
  *   top-data.c     what a screen shows, computed from the profile model
  *                  (no terminal code: the curses and plain views share it)
+ *   top-objects.c  the same for the objects view (--objects): allocations
+ *                  per second by type and by line
  *   top-view.c     drawing it: ncurses, or plain periodic text
  */
 #ifndef STRATA_TOP_H
@@ -70,16 +72,29 @@ enum top_sort { SORT_SELF = 0, SORT_TOTAL = 1 };
 
 struct top_settings {
 	int lines;              /* line view (else functions) */
-	int sort;               /* SORT_SELF / SORT_TOTAL */
+	int sort;               /* SORT_SELF / SORT_TOTAL (objects view: objects / bytes) */
 	int window_all;         /* sort by since-start (else the last interval) */
 	uint32_t event;         /* event column shown and sorted by */
 	uint32_t pid, tid;      /* filters, 0 = all */
+	int objects;            /* the objects view (allocations by type and line) */
+	char type[256];         /* --type / the 'y' key: only allocations of this type ("" = all) */
 };
 
 struct top_row {
 	uint32_t func, line;
 	double last_self, last_total;   /* percent of the interval's event total */
 	double all_self, all_total;     /* percent since start */
+};
+
+/* The objects view: a type, or a function or line, with what it
+ * allocated over the last interval (per second) and since the start
+ * (estimates from the samples, docs/objects.md). */
+struct top_obj_row {
+	uint32_t type;                  /* type rows: index into types */
+	uint32_t func, line;            /* function and line rows */
+	double last_objects, last_bytes;
+	uint64_t all_objects, all_bytes;
+	uint64_t live_bytes;            /* allocated since the start and not freed so far */
 };
 
 struct top_frame {
@@ -89,15 +104,27 @@ struct top_frame {
 	double interval_s, elapsed_s;
 	uint64_t dropped, dropped_last;
 	uint32_t procs, threads;
+	uint32_t event;                       /* the event the rows are of */
 	/* rows, sorted */
 	struct top_row *rows;
 	uint32_t nrows;
+	/* the objects view (top_objects_build) */
+	int has_objects;                      /* the profile holds allocation samples */
+	int type_missing;                     /* settings.type names no type recorded (yet) */
+	struct top_obj_row total;             /* every allocation the filters keep */
+	struct top_obj_row *types, *orows;    /* by type; by line (or function) */
+	uint32_t ntypes, norows;
 };
 
 /* Builds a frame: rows over samples [mark, nsamples) (the last interval)
- * and over all samples. Returns 0 or -1 (out of memory). */
+ * and over all samples (and the objects view's, in the objects view).
+ * Returns 0 or -1 (out of memory). */
 int top_frame_build(const struct profile *p, const struct top_settings *s, uint64_t mark, uint64_t dropped_mark,
 		    double interval_s, double elapsed_s, struct top_frame *f);
+/* The filter of the settings, for the profile as read so far: pid, tid,
+ * and the type (a type named but not recorded yet keeps nothing:
+ * *missing is then 1). */
+struct agg_filter top_filter(const struct profile *p, const struct top_settings *s, int *missing);
 void top_frame_free(struct top_frame *f);
 /* The row's name and location ("heavy", "split.py:10"). */
 void top_row_text(const struct profile *p, const struct top_settings *s, const struct top_row *r, char *name,
@@ -108,6 +135,16 @@ void top_filter_text(const struct profile *p, const struct top_settings *s, char
 /* Next thread / process for the filter keys, cycling through "all". */
 void top_next_thread(const struct profile *p, struct top_settings *s);
 void top_next_process(const struct profile *p, struct top_settings *s);
+
+/* ---- top-objects.c ------------------------------------------------------ */
+
+/* The objects view's part of a frame: types and lines (or functions, by
+ * s->lines), sorted by s->sort (objects / bytes) over s->window_all.
+ * Returns 0 or -1 (out of memory). */
+int top_objects_build(const struct profile *p, const struct top_settings *s, uint64_t mark, struct top_frame *f);
+void top_objects_free(struct top_frame *f);
+/* Next type for the type filter ('y'), by bytes since the start, then all. */
+void top_next_type(const struct profile *p, struct top_settings *s);
 
 /* ---- top-view.c --------------------------------------------------------- */
 
@@ -130,5 +167,10 @@ void view_curses_help(void);
 /* One plain-text block: header and up to `rows` rows. */
 void view_plain_print(const struct profile *p, const struct top_settings *s, const struct top_frame *f,
 		      const struct top_status *st, int rows, int all_only);
+/* The objects view's tables, from line y of the screen (curses). */
+void view_objects_draw(const struct profile *p, const struct top_settings *s, const struct top_frame *f, int y);
+/* Its plain text. */
+void view_objects_print(const struct profile *p, const struct top_settings *s, const struct top_frame *f, int rows,
+			int all_only);
 
 #endif

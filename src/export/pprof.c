@@ -11,11 +11,12 @@
  *                  --objects pprof's heap types: alloc_objects (count),
  *                  alloc_space (bytes), inuse_objects, inuse_space
  *   period_type    ("cpu" or "wall", "nanoseconds"), period = one sample
- *   sample         one per distinct (stack, thread[, idle]): location ids
- *                  leaf first, one value per sample type, labels
- *                  thread_name (string), thread_id and pid (numbers),
- *                  process (the command line), and in wall mode
- *                  state = idle | running
+ *   sample         one per distinct (stack, thread[, idle][, type]):
+ *                  location ids leaf first, one value per sample type,
+ *                  labels thread_name (string), thread_id and pid
+ *                  (numbers), process (the command line), in wall mode
+ *                  state = idle | running, and for allocations (--objects)
+ *                  type = what was allocated ("dict", "[PyMem_Malloc]")
  *   location       one per frame (a function at a line, and for native
  *                  code an address): id = frame index + 1, one line; a
  *                  native frame with functions inlined into it (DWARF) is
@@ -228,10 +229,12 @@ static int64_t str_id(struct strtab *t, const char *s)
 
 /* ---- the export ------------------------------------------------------------- */
 
-/* Samples are aggregated per (leaf node, thread, idle): a chain per node
- * (a node's samples come from few threads), values in a parallel array. */
+/* Samples are aggregated per (leaf node, thread, idle, allocated type):
+ * a chain per node (a node's samples come from few threads), values in a
+ * parallel array. */
 struct agg_sample {
 	uint32_t node, thread, idle;
+	uint32_t type;          /* --objects: index into p->types, or PNONE */
 	uint32_t next;          /* next of the same node, or PNONE */
 };
 
@@ -292,9 +295,11 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 		int idle = (s->flags & PS_IDLE) != 0;
 		if (o->exclude_idle && idle)
 			continue;
+		uint32_t type = (s->flags & PS_ALLOC) && s->type < p->ntypes ? s->type : PNONE;
 		uint32_t slot;
 		for (slot = head[s->node]; slot != PNONE; slot = as[slot].next)
-			if (as[slot].thread == s->thread && as[slot].idle == (uint32_t)(wall && idle))
+			if (as[slot].thread == s->thread && as[slot].idle == (uint32_t)(wall && idle) &&
+			    as[slot].type == type)
 				break;
 		if (slot == PNONE) {
 			if (nas == cap_as) {
@@ -311,7 +316,7 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 			if (nas >= PNONE)
 				goto oom;
 			slot = (uint32_t)nas++;
-			as[slot] = (struct agg_sample){ s->node, s->thread, (uint32_t)(wall && idle), head[s->node] };
+			as[slot] = (struct agg_sample){ s->node, s->thread, (uint32_t)(wall && idle), type, head[s->node] };
 			head[s->node] = slot;
 			memset(vals + (size_t)slot * ne, 0, ne * sizeof(*vals));
 		}
@@ -347,7 +352,7 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 	 * list is encoded once for all its samples (one per thread), and a
 	 * thread's labels once for all its samples. */
 	int64_t k_tname = str_id(&st, "thread_name"), k_tid = str_id(&st, "thread_id"), k_pid = str_id(&st, "pid");
-	int64_t k_proc = str_id(&st, "process"), k_state = str_id(&st, "state");
+	int64_t k_proc = str_id(&st, "process"), k_state = str_id(&st, "state"), k_type = str_id(&st, "type");
 	int64_t s_idle = str_id(&st, "idle"), s_running = str_id(&st, "running");
 	tlab = calloc((size_t)p->nthreads + 1, sizeof(*tlab));
 	if (!tlab)
@@ -395,6 +400,9 @@ int export_pprof(const struct profile *p, FILE *out, const struct export_opts *o
 			}
 			if (wall)
 				label_str(&sub2, &sub, k_state, a->idle ? s_idle : s_running);
+			/* --objects: what was allocated (go tool pprof -tagfocus type=dict). */
+			if (a->type != PNONE)
+				label_str(&sub2, &sub, k_type, str_id(&st, p->types[a->type]));
 			pb_msg(&top, PROFILE_SAMPLE, &sub);
 			if (drain(g, &top, 0))
 				goto werr;

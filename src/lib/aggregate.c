@@ -140,6 +140,8 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 			continue;
 		if (f->exclude_idle && (s->flags & PS_IDLE))
 			continue;
+		if (f->type && (!(s->flags & PS_ALLOC) || s->type != f->type - 1))
+			continue;
 		const uint64_t *v = p->values + i * ne;
 		uint64_t *c = node_cost + (size_t)s->node * ne;
 		for (uint32_t e = 0; e < ne; e++) {

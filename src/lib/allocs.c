@@ -220,7 +220,7 @@ static int keep(const struct profile *p, const struct agg_filter *f, uint64_t i)
 		return 0;
 	if (!f)
 		return 1;
-	if (i < f->first_sample)
+	if (i < f->first_sample || (f->type && s->type != f->type - 1))
 		return 0;
 	const struct pthread_info *t = &p->threads[s->thread];
 	if ((f->pid && t->pid != f->pid) || (f->tid && t->tid != f->tid))

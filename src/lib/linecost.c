@@ -59,6 +59,8 @@ static int sample_ok(const struct profile *p, const struct psample *s, const str
 		return 0;
 	if ((f->t0 && s->time_ns < f->t0) || (f->t1 && s->time_ns >= f->t1))
 		return 0;
+	if (f->type && (!(s->flags & PS_ALLOC) || s->type != f->type - 1))
+		return 0;
 	return !(f->exclude_idle && (s->flags & PS_IDLE));
 }
 

@@ -250,6 +250,7 @@ struct agg_filter {
 	uint64_t t0, t1;        /* time window, 0 = unbounded */
 	int exclude_idle;
 	uint64_t first_sample;  /* only samples with index >= this (live view intervals) */
+	uint32_t type;          /* 1 + index into types: only allocations of that type; 0 = all */
 };
 
 struct agg_row {

@@ -1001,6 +1001,7 @@ static const struct strata_pyapi api = {
 	.symbols = py_symbols,
 	.api_frame = py_api_frame,
 	.obj_type = pyobj_type,
+	.type_name = pyobj_type_name,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_init(const struct strata_core *c)
@@ -1081,9 +1082,15 @@ static int rp_read(void *ctx, void *dst, uint64_t src, size_t n)
 	return env.read(env.ctx, dst, src, n);
 }
 
-static uint64_t rp_obj_type(uint64_t block, uint64_t size) { return pyobj_type(rp_read, NULL, block, size); }
+static uint64_t rp_obj_type(uint64_t block, uint64_t size, uint64_t *tag)
+{
+	return pyobj_type(rp_read, NULL, block, size, tag);
+}
 
-static int rp_type_name(uint64_t type, char *buf, size_t n) { return pyobj_type_name(rp_read, NULL, type, buf, n); }
+static int rp_type_name(uint64_t type, char *buf, size_t n, uint64_t *tag)
+{
+	return pyobj_type_name(rp_read, NULL, type, buf, n, tag);
+}
 
 /* PEP 768: the request's fields, located with the target's own
  * _Py_DebugOffsets (as sys.remote_exec locates them), checked against the

@@ -60,7 +60,20 @@ static int is_type(pyobj_reader rd, void *ctx, uint64_t addr, PyTypeObject *out)
 	return mm && !(mm & 7) && rd(ctx, &mmo, mm, sizeof(mmo)) == 0 && (uint64_t)(uintptr_t)Py_TYPE(&mmo) == mm;
 }
 
-uint64_t pyobj_type(pyobj_reader rd, void *ctx, uint64_t block, uint64_t size)
+/* A type's identity word beside its address (pyobjects.h): a class's
+ * qualified-name object, read from its heap type; a static type's
+ * tp_name. 0 if unreadable. */
+static uint64_t type_tag(pyobj_reader rd, void *ctx, uint64_t addr, const PyTypeObject *tp)
+{
+	if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
+		return (uint64_t)(uintptr_t)tp->tp_name;
+	PyObject *q = NULL;
+	if (rd(ctx, &q, addr + offsetof(PyHeapTypeObject, ht_qualname), sizeof(q)))
+		return 0;
+	return (uint64_t)(uintptr_t)q;
+}
+
+uint64_t pyobj_type(pyobj_reader rd, void *ctx, uint64_t block, uint64_t size, uint64_t *tag)
 {
 	static const size_t offs[] = { 0, sizeof(PyGC_Head), sizeof(PyGC_Head) + 2 * sizeof(PyObject *) };
 	for (unsigned i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
@@ -87,6 +100,8 @@ uint64_t pyobj_type(pyobj_reader rd, void *ctx, uint64_t block, uint64_t size)
 			continue;
 		if (tp.tp_itemsize != 0 && need > size + (uint64_t)tp.tp_itemsize)
 			continue;
+		if (tag)
+			*tag = type_tag(rd, ctx, t, &tp);
 		return t;
 	}
 	return 0;
@@ -106,11 +121,13 @@ static int read_ascii(pyobj_reader rd, void *ctx, uint64_t addr, char *buf, size
 	return 0;
 }
 
-int pyobj_type_name(pyobj_reader rd, void *ctx, uint64_t type, char *buf, size_t n)
+int pyobj_type_name(pyobj_reader rd, void *ctx, uint64_t type, char *buf, size_t n, uint64_t *tag)
 {
 	PyHeapTypeObject ht;
 	if (n < 2 || rd(ctx, &ht, type, sizeof(PyTypeObject)))
 		return -1;
+	if (tag)
+		*tag = type_tag(rd, ctx, type, &ht.ht_type);
 	char tpname[256];
 	size_t i = 0;
 	uint64_t nm = (uint64_t)(uintptr_t)ht.ht_type.tp_name;

@@ -5,6 +5,10 @@
                         churn() makes as many and drops each at once
     objects.py classes  instances of a nested user class, Outer.Inner
     objects.py threads  four threads allocate at once
+    objects.py tracemalloc  one() as usual, then three() while the program
+                        hooks the allocator itself (tracemalloc, on top of
+                        strata's hooks), then one() again after it stops
+    objects.py fork     one() in the parent, three() in a forked child
 
 Each prints "done" at the end: the program's output must be unchanged.
 """
@@ -70,6 +74,28 @@ def main(what):
         for t in ts:
             t.join()
         assert out == [300_000] * 4
+    elif what == "tracemalloc":
+        import tracemalloc
+        for _ in range(10):
+            one(10)
+        tracemalloc.start()
+        for _ in range(10):
+            three(10)
+        assert tracemalloc.get_traced_memory()[1] > 100_000  # it saw them too
+        tracemalloc.stop()
+        for _ in range(10):
+            one(10)
+    elif what == "fork":
+        import os
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(10):
+                three(10)
+            os._exit(0)
+        for _ in range(10):
+            one(10)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
     print("done")
 
 
