@@ -9,7 +9,7 @@
 #   make PYTHONS="/usr/bin/python3 /opt/py/bin/python3.12"   choose interpreters
 #   make check-versions   every CPython 3.8-3.15 present, checked (docs/versions.md)
 #   make check-sid        CPython 3.14 and 3.15 in a Debian sid root (scripts/sidroot.sh):
-#                         build-sid/ and the functional suite under both
+#                         build-sid/, the functional suite and CPython's own tests under both
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -183,12 +183,14 @@ check-versions: all
 # root can be had (no archive, no root privileges).
 check-sid:
 	scripts/sidroot.sh check
+	scripts/sidroot.sh regrtests
 
 # make check runs these two side by side (both mostly wait: regrtest's
 # timeouts, the root's processes), each one's output printed whole when it
 # ends. The part of check-sid it runs: the tests run once per interpreter (debian-3.14,
-# debian-3.15), where a machine that cannot have the root (no archive, not
-# root) is a skip, said in one line by sidroot.sh. --native and Numba run
+# debian-3.15), then CPython's own regression tests under strata on both
+# (cpu mode: `scripts/sidroot.sh regrtests`); a machine that cannot have
+# the root (no archive, not root) is a skip, said in one line by sidroot.sh. --native and Numba run
 # there too (Debian's stripped python3.14 and llvmlite: docs/versions.md).
 # The export consumers (go, node) are not installed in the root; the
 # exports do not depend on the interpreter and are tested on the host
@@ -198,7 +200,9 @@ SID_TESTS = tests/func -k "debian-3.14 or debian-3.15" \
 	--deselect=tests/func/test_native.py::test_exports_of_a_native_profile
 sid-or-skip:
 	@scripts/sidroot.sh check $(SID_TESTS); rc=$$?; \
-	if [ $$rc -eq 77 ]; then echo "strata: CPython 3.14/3.15 not tested (see the line above)"; exit 0; fi; exit $$rc
+	if [ $$rc -eq 77 ]; then echo "strata: CPython 3.14/3.15 not tested (see the line above)"; exit 0; fi; \
+	scripts/sidroot.sh regrtests; rc2=$$?; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
 
 # Programs behave as without the profiler (issue 11): CPython's own tests,
 # cpu mode and a smaller set in wall and --native modes, every interpreter

@@ -143,6 +143,11 @@ IGNORE = [
      "under strata each fork child starts a helper and every failed exec along PATH ends and "
      "restarts it: about 125 ms per call against 5 ms, past regrtest's 150 s module timeout "
      "on a loaded machine. The README's limits name it.", ("3.8", "3.9")),
+    ("*.WithProcessesTestProcess.test_interrupt",
+     "flaky in CPython 3.15.2 itself (Debian experimental's build, in the sid root): the child "
+     "sent SIGINT while in time.sleep(100) does not end within 30 s in 5 of 12 runs without "
+     "strata (1 of 6 under it); 3.14.10 passed 8 of 8 runs the same way. test_interrupt_no_handler, "
+     "test_terminate and test_kill still run", ("3.15",)),
     ("test.test_os.TimerfdTests.test_timerfd_*",
      "timing-flaky in CPython 3.13 itself: each asserts a timer's expiry within 1-2 ms of a "
      "clock read just after arming it, which a thread descheduled between the two misses "
