@@ -42,7 +42,9 @@ static const char usage_text[] =
 	"refreshed every second: over the last interval and since the start.\n"
 	"\n"
 	"options:\n"
-	"  -p, --pid PID        attach to a running process instead of running COMMAND\n"
+	"  -p, --pid PID        attach to a running process instead of running COMMAND;\n"
+	"                       --mode, --native and -e then load its agent with them, or\n"
+	"                       must be what its agent has (as for strata record --pid)\n"
 	"  -F, --freq HZ        samples per second per thread (default: 1000)\n"
 	"      --mode MODE      cpu (default) or wall, as for strata record\n"
 	"      --native         record native frames too (docs/native.md)\n"
@@ -309,7 +311,8 @@ int cmd_top(int argc, char **argv)
 	struct top_launch L = { 0 };
 	static char *ropts[16];
 	int nro = 0, no_curses = 0, fixed = 0, objects = 0;
-	const char *type = NULL;
+	const char *type = NULL, *mode_arg = NULL, *events_arg = NULL;
+	int native = 0;
 	unsigned pid = 0, rows = 15;
 	double interval = 1.0;
 	static const struct option longopts[] = {
@@ -348,16 +351,19 @@ int cmd_top(int argc, char **argv)
 		case 'm':
 			ropts[nro++] = "--mode";
 			ropts[nro++] = optarg;
+			mode_arg = optarg;
 			fixed = 1;
 			break;
 		case 'N':
 			ropts[nro++] = "--native";
+			native = 1;
 			fixed = 1;
 			break;
 		case 'e':
 			/* strata record checks the events and says what is wrong. */
 			ropts[nro++] = "-e";
 			ropts[nro++] = optarg;
+			events_arg = optarg;
 			fixed = 1;
 			break;
 		case 'o':
@@ -422,10 +428,35 @@ int cmd_top(int argc, char **argv)
 		errorf("no command given (or --pid PID)");
 		die_usage(usage_text);
 	}
-	if (pid && fixed) {
-		errorf("--mode, --native, -e and --objects are fixed when a process starts; with --pid only -F and "
-		       "--type apply");
+	/* --pid with sampling settings: the agent is loaded with them, as by
+	 * record --pid, or must already have them. */
+	static struct attach_want want;
+	static char agent_opts[1024], agent_events[512];
+	if (pid && objects) {
+		errorf("--objects is fixed when a process starts: it cannot be turned on with --pid (a process "
+		       "recorded with it shows its allocations in the objects view all the same)");
 		return 2;
+	}
+	if (pid && fixed) {
+		struct launch_opts lo = { .mode = MODE_CPU, .rate_hz = L.rate_hz ? L.rate_hz : 1000, .max_depth = 512,
+					  .native = native };
+		if (mode_arg && !strcmp(mode_arg, "wall")) {
+			lo.mode = MODE_WALL;
+		} else if (mode_arg && strcmp(mode_arg, "cpu")) {
+			errorf("invalid mode '%s': expected cpu or wall", mode_arg);
+			return 2;
+		}
+		if (events_arg) {
+			int clock = 0;
+			if (record_events_setup(events_arg, NULL, lo.rate_hz, L.rate_hz != 0, lo.mode, agent_events,
+						sizeof(agent_events), &lo.event_period, &clock))
+				return 2;
+			lo.events = agent_events;
+		}
+		launch_agent_options(&lo, agent_opts, sizeof(agent_opts));
+		want = (struct attach_want){ .options = agent_opts, .fixed = 1, .mode = lo.mode, .native = lo.native,
+					     .max_depth = lo.max_depth, .events = lo.events };
+		L.want = &want;
 	}
 	/* A command started to watch one type's allocations records them. */
 	if (type && !pid && !objects) {

@@ -311,8 +311,39 @@ def test_bad_command_and_options(debian_python):
     assert r.returncode == 2 and "invalid frequency" in r.stderr
     r = strata("top")
     assert r.returncode == 2
-    r = strata("top", "--pid", "1", "--native")
+    r = strata("top", "--pid", "1", "--objects")
     assert r.returncode == 2 and "fixed when a process starts" in r.stderr
+
+
+def test_attach_with_settings(debian_python):
+    """top --pid --mode wall --native on a process started without strata
+    loads its agent with them (as record --pid does): the sleeping threads
+    show, the agent says wall and native; asking for other settings then is
+    refused in one line, and the program runs on."""
+    from test_attach import plain
+    from test_attach import status as ctl_status
+    p = plain(debian_python, PROGRAMS / "threads4.py", 60)
+    try:
+        time.sleep(0.5)
+        top = subprocess.Popen([str(STRATA), "top", "--pid", str(p.pid), "--mode", "wall", "--native",
+                                "--no-curses", "-i", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        wait_for(lambda: (status(p.pid) or {}).get("sampling") == "on", timeout=30)
+        time.sleep(2.5)
+        top.send_signal(signal.SIGINT)
+        out, err = top.communicate(timeout=30)
+        assert top.returncode == 0, err
+        last = out.split("strata top ")[-1]
+        assert "busy" in last and "sleepy" in last, out
+        st = ctl_status(p.pid)
+        assert st["mode"] == "wall" and st["native"] == "1", st
+        r = strata("top", "--pid", p.pid, "--mode", "cpu", "--no-curses", timeout=60)
+        assert r.returncode == 2 and "fixed when it was loaded" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.communicate(timeout=20)
 
 
 def test_keys_filters_and_wall_mode(debian_python, screen):
