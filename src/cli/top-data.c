@@ -20,6 +20,41 @@ static int key_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+int top_window_build(const struct profile *p, const struct agg_filter *fa, const struct agg_filter *fl, uint32_t ev,
+		     int lines, struct top_window *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->all = profile_aggregate(p, fa, ev);
+	w->last = profile_aggregate(p, fl, ev);
+	if (!w->all || !w->last)
+		goto fail;
+	w->rows = lines ? w->all->lines : w->all->funcs;
+	w->nrows = lines ? w->all->nlines : w->all->nfuncs;
+	w->nlrows = lines ? w->last->nlines : w->last->nfuncs;
+	w->lrows = malloc(((size_t)w->nlrows + 1) * sizeof(*w->lrows));
+	if (!w->lrows)
+		goto fail;
+	memcpy(w->lrows, lines ? w->last->lines : w->last->funcs, (size_t)w->nlrows * sizeof(*w->lrows));
+	qsort(w->lrows, w->nlrows, sizeof(*w->lrows), key_cmp);
+	return 0;
+fail:
+	top_window_free(w);
+	return -1;
+}
+
+const struct agg_row *top_window_last(const struct top_window *w, const struct agg_row *a)
+{
+	return bsearch(a, w->lrows, w->nlrows, sizeof(*w->lrows), key_cmp);
+}
+
+void top_window_free(struct top_window *w)
+{
+	free(w->lrows);
+	agg_free(w->all);
+	agg_free(w->last);
+	memset(w, 0, sizeof(*w));
+}
+
 struct sort_ctx {
 	int key; /* 0..3: last self, last total, all self, all total */
 };
@@ -94,30 +129,23 @@ int top_frame_build(const struct profile *p, const struct top_settings *s, uint6
 	f->event = ev;
 	struct agg_filter fl = fa;
 	fl.first_sample = mark;
-	struct agg *all = profile_aggregate(p, &fa, ev);
-	struct agg *last = profile_aggregate(p, &fl, ev);
-	struct agg_row *lrows = NULL;
+	struct top_window w;
 	int rc = -1;
-	if (!all || !last)
+	if (top_window_build(p, &fa, &fl, ev, s->lines, &w))
 		goto out;
-	const struct agg_row *arows = s->lines ? all->lines : all->funcs;
-	uint32_t an = s->lines ? all->nlines : all->nfuncs;
-	uint32_t ln = s->lines ? last->nlines : last->nfuncs;
-	lrows = malloc(((size_t)ln + 1) * sizeof(*lrows));
-	f->rows = calloc((size_t)an + 1, sizeof(*f->rows));
-	if (!lrows || !f->rows)
+	const struct agg *all = w.all, *last = w.last;
+	f->rows = calloc((size_t)w.nrows + 1, sizeof(*f->rows));
+	if (!f->rows)
 		goto out;
-	memcpy(lrows, s->lines ? last->lines : last->funcs, (size_t)ln * sizeof(*lrows));
-	qsort(lrows, ln, sizeof(*lrows), key_cmp);
 	/* Every row of the interval is a row since start. */
-	for (uint32_t i = 0; i < an; i++) {
-		const struct agg_row *a = &arows[i];
+	for (uint32_t i = 0; i < w.nrows; i++) {
+		const struct agg_row *a = &w.rows[i];
 		struct top_row *r = &f->rows[f->nrows++];
 		r->func = a->func;
 		r->line = a->line;
 		r->all_self = pct(a->self[ev], all->totals[ev]);
 		r->all_total = pct(a->total[ev], all->totals[ev]);
-		const struct agg_row *l = bsearch(a, lrows, ln, sizeof(*lrows), key_cmp);
+		const struct agg_row *l = top_window_last(&w, a);
 		if (l) {
 			r->last_self = pct(l->self[ev], last->totals[ev]);
 			r->last_total = pct(l->total[ev], last->totals[ev]);
@@ -147,9 +175,7 @@ int top_frame_build(const struct profile *p, const struct top_settings *s, uint6
 out:
 	if (rc)
 		top_frame_free(f);
-	free(lrows);
-	agg_free(all);
-	agg_free(last);
+	top_window_free(&w);
 	return rc;
 }
 

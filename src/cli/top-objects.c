@@ -49,15 +49,6 @@ static void sort_rows(struct top_obj_row *r, uint32_t n, const struct top_settin
 	qsort(r, n, sizeof(*r), row_cmp);
 }
 
-static uint64_t row_key(uint32_t func, uint32_t line) { return (uint64_t)func << 32 | line; }
-
-static int agg_key_cmp(const void *a, const void *b)
-{
-	const struct agg_row *x = a, *y = b;
-	uint64_t u = row_key(x->func, x->line), v = row_key(y->func, y->line);
-	return u < v ? -1 : u > v;
-}
-
 /* Types: since the start, then the last interval joined to them. */
 static int build_types(const struct profile *p, const struct agg_filter *fa, const struct agg_filter *fl,
 		       double per_s, struct top_frame *f)
@@ -97,23 +88,16 @@ static int build_rows(const struct profile *p, const struct top_settings *s, con
 		      const struct agg_filter *fl, double per_s, struct top_frame *f)
 {
 	uint32_t e = p->obj_event;
-	struct agg *all = profile_aggregate(p, fa, e);
-	struct agg *last = profile_aggregate(p, fl, e);
-	struct agg_row *lrows = NULL;
+	struct top_window w;
 	int rc = -1;
-	if (!all || !last)
+	if (top_window_build(p, fa, fl, e, s->lines, &w))
 		goto out;
-	const struct agg_row *arows = s->lines ? all->lines : all->funcs;
-	uint32_t an = s->lines ? all->nlines : all->nfuncs;
-	uint32_t ln = s->lines ? last->nlines : last->nfuncs;
-	lrows = malloc(((size_t)ln + 1) * sizeof(*lrows));
-	f->orows = calloc((size_t)an + 1, sizeof(*f->orows));
-	if (!lrows || !f->orows)
+	const struct agg *all = w.all, *last = w.last;
+	f->orows = calloc((size_t)w.nrows + 1, sizeof(*f->orows));
+	if (!f->orows)
 		goto out;
-	memcpy(lrows, s->lines ? last->lines : last->funcs, (size_t)ln * sizeof(*lrows));
-	qsort(lrows, ln, sizeof(*lrows), agg_key_cmp);
-	for (uint32_t i = 0; i < an; i++) {
-		const struct agg_row *a = &arows[i];
+	for (uint32_t i = 0; i < w.nrows; i++) {
+		const struct agg_row *a = &w.rows[i];
 		if (!a->self[e + AO])
 			continue; /* allocates nothing itself: a caller */
 		struct top_obj_row *r = &f->orows[f->norows++];
@@ -122,7 +106,7 @@ static int build_rows(const struct profile *p, const struct top_settings *s, con
 		r->all_objects = a->self[e + AO];
 		r->all_bytes = a->self[e + AB];
 		r->live_bytes = a->self[e + LB];
-		const struct agg_row *l = bsearch(a, lrows, ln, sizeof(*lrows), agg_key_cmp);
+		const struct agg_row *l = top_window_last(&w, a);
 		if (l) {
 			r->last_objects = (double)l->self[e + AO] * per_s;
 			r->last_bytes = (double)l->self[e + AB] * per_s;
@@ -135,9 +119,7 @@ static int build_rows(const struct profile *p, const struct top_settings *s, con
 	f->total.last_bytes = (double)last->totals[e + AB] * per_s;
 	rc = 0;
 out:
-	free(lrows);
-	agg_free(all);
-	agg_free(last);
+	top_window_free(&w);
 	return rc;
 }
 

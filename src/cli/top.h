@@ -125,6 +125,22 @@ int top_frame_build(const struct profile *p, const struct top_settings *s, uint6
  * and the type (a type named but not recorded yet keeps nothing:
  * *missing is then 1). */
 struct agg_filter top_filter(const struct profile *p, const struct top_settings *s, int *missing);
+
+/* One view's rows (lines, or functions) since the start and over the last
+ * interval, the interval's sorted by key: the time view and the objects
+ * view both join the two row by row. */
+struct top_window {
+	struct agg *all, *last;
+	const struct agg_row *rows; /* all's */
+	uint32_t nrows;
+	struct agg_row *lrows;      /* last's, sorted */
+	uint32_t nlrows;
+};
+int top_window_build(const struct profile *p, const struct agg_filter *fa, const struct agg_filter *fl, uint32_t ev,
+		     int lines, struct top_window *w); /* 0, or -1 (out of memory) */
+/* The interval's row for the same function and line as a, or NULL. */
+const struct agg_row *top_window_last(const struct top_window *w, const struct agg_row *a);
+void top_window_free(struct top_window *w);
 void top_frame_free(struct top_frame *f);
 /* The row's name and location ("heavy", "split.py:10"). */
 void top_row_text(const struct profile *p, const struct top_settings *s, const struct top_row *r, char *name,
