@@ -356,11 +356,14 @@ def test_attach_native(python, tmp_path):
     try:
         assert p.stdout.readline() == "ready\n"
         out = tmp_path / "native.strata"
-        r = strata("record", "--pid", p.pid, "-d", "1.5", "--native", "-o", out, timeout=120)
+        # Under make check's load the target may get a fraction of a CPU:
+        # enough samples for the shares, not a count per second of -d.
+        r = strata("record", "--pid", p.pid, "-d", "2", "--native", "-o", out, timeout=120)
         assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
         data = json.loads(strata("report", "--json", out).stdout)
         burn = func_row(data, "burn_c")
-        assert burn["kind"] == "native" and burn["total"] >= 0.9 * data["samples"] > 300, (burn, data["samples"])
+        assert data["samples"] > 100, data["samples"]
+        assert burn["kind"] == "native" and burn["total"] >= 0.9 * data["samples"], (burn, data["samples"])
         folded = strata("convert", out, "-f", "collapsed", "-o", "-").stdout
         stuck = marker_line(PROGRAMS / "stuck.py", "# STUCK")
         under = sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()
@@ -382,12 +385,13 @@ def test_attach_events_and_fixed_settings(python, tmp_path):
     try:
         time.sleep(0.3)
         out = tmp_path / "ev.strata"
-        r = strata("record", "--pid", p.pid, "-d", "2", "-e", "task-clock", "-o", out, timeout=120)
+        # -d 3: 143 samples in 2 s were seen under make check's load.
+        r = strata("record", "--pid", p.pid, "-d", "3", "-e", "task-clock", "-o", out, timeout=120)
         assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
         data = json.loads(strata("report", "--json", out).stdout)
         assert [e["name"] for e in data["events"]] == ["task-clock"], data["events"]
         heavy, light = func_row(data, "heavy"), func_row(data, "light")
-        assert data["samples"] > 150
+        assert data["samples"] > 150, data["samples"]
         assert 0.68 <= heavy["self"] / (heavy["self"] + light["self"]) <= 0.82, (heavy, light)
         hc, lc = heavy["events"]["task-clock"]["self"], light["events"]["task-clock"]["self"]
         assert 0.68 <= hc / (hc + lc) <= 0.82, (hc, lc)
