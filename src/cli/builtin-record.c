@@ -130,14 +130,17 @@ static int pid_alive(uint32_t pid)
  * that died ends its stream a moment after it: wait for those, at most
  * `ms` milliseconds. A stream still open after that belongs to a process
  * that is still running, and the warnings name it. */
-static void wait_for_stragglers(const char *path, int ms)
+static void wait_for_stragglers(const char *path, int ms, pid_t child)
 {
 	for (int waited = 0; waited < ms; waited += 50) {
 		char err[256];
 		struct reader *r = reader_open(path, err, sizeof(err));
 		if (!r)
 			return;
-		int pending = 0;
+		/* The command's own helper, even before its first chunk: a
+		 * process killed by a signal a moment after it started may
+		 * end before its helper wrote anything (seen under load). */
+		int pending = child > 0 && agent_helper_alive(child);
 		if (reader_poll(r, 1, NULL, NULL, err, sizeof(err)) == 0) {
 			size_t n;
 			const struct reader_stream *st = reader_streams(r, &n);
@@ -453,7 +456,7 @@ int cmd_record(int argc, char **argv)
 		st = launch_wait(&l);
 		if (profile_finish(&l, st))
 			warnf("could not append the end of the session to %s", o.output);
-		wait_for_stragglers(l.output_abs, 2000);
+		wait_for_stragglers(l.output_abs, 2000, l.pid);
 	}
 	struct summary s = { 0 };
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
