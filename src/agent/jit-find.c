@@ -20,20 +20,6 @@
 #include "remote.h"
 #include "../common/elfsect.h"
 
-/* The GDB JIT interface (gdb/doc/gdb.texinfo, "JIT Interface"). */
-struct desc {
-	uint32_t version;
-	uint32_t action_flag;
-	uint64_t relevant_entry;
-	uint64_t first_entry;
-};
-struct entry {
-	uint64_t next, prev;
-	uint64_t symfile_addr;
-	uint64_t symfile_size;
-};
-
-#define MAX_IMAGE (32u << 20)  /* as jit-poll.c: larger is not an image it would read */
 #define CHECK_ENTRIES 64       /* entries verified: enough to tell, bounded work */
 
 int jit_desc_candidates(const char *path, uint64_t *out, int max)
@@ -44,7 +30,7 @@ int jit_desc_candidates(const char *path, uint64_t *out, int max)
 	uint8_t *d = elf_read_section(path, &data);
 	if (!d)
 		return -1;
-	static const struct desc initial = { 1, 0, 0, 0 };
+	static const struct gdb_jit_descriptor initial = { 1, 0, 0, 0 };
 	int n = 0;
 	/* 8-aligned: the struct holds pointers. */
 	uint64_t first = (data.addr + 7) & ~7ull;
@@ -62,16 +48,16 @@ int jit_desc_candidates(const char *path, uint64_t *out, int max)
 
 int jit_desc_verify(uint64_t addr)
 {
-	struct desc dsc;
+	struct gdb_jit_descriptor dsc;
 	if (remote_read(&dsc, addr, sizeof(dsc)) || dsc.version != 1 || dsc.action_flag > 2 || !dsc.first_entry)
 		return 0;
 	uint64_t e = dsc.first_entry, prev = 0;
 	int n = 0;
 	while (e && n < CHECK_ENTRIES) {
-		struct entry en;
+		struct gdb_jit_entry en;
 		unsigned char id[EI_NIDENT];
 		if ((e & 7) || remote_read(&en, e, sizeof(en)) || en.prev != prev ||
-		    en.symfile_size < sizeof(Elf64_Ehdr) || en.symfile_size > MAX_IMAGE ||
+		    en.symfile_size < sizeof(Elf64_Ehdr) || en.symfile_size > JIT_MAX_IMAGE ||
 		    remote_read(id, en.symfile_addr, sizeof(id)) || memcmp(id, ELFMAG, SELFMAG) ||
 		    id[EI_CLASS] != ELFCLASS64 || id[EI_DATA] != ELFDATA2LSB)
 			return 0;

@@ -16,6 +16,25 @@
 
 #include <stdint.h>
 
+/* The GDB JIT interface (gdb/doc/gdb.texinfo, "JIT Interface"): the
+ * descriptor a JIT registers its in-memory object files in, and one entry
+ * of its list. */
+struct gdb_jit_entry {
+	uint64_t next, prev;
+	uint64_t symfile_addr;
+	uint64_t symfile_size;
+};
+struct gdb_jit_descriptor {
+	uint32_t version;
+	uint32_t action_flag;
+	uint64_t relevant_entry;
+	uint64_t first_entry;
+};
+
+/* Bytes: the largest JIT image the helper reads (a record must fit a
+ * chunk); a bigger symfile is not taken for one. */
+#define JIT_MAX_IMAGE (32u << 20)
+
 /* More candidates than this in one object and the helper does not look
  * at it (an LLVM build has a few: three in Debian sid's and PyPI's
  * libllvmlite.so). */

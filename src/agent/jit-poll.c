@@ -41,25 +41,11 @@
 #include "../common/elfsect.h"
 #include "../common/format.h"
 
-/* The GDB JIT interface (gdb/doc/gdb.texinfo, "JIT Interface"). */
-struct gdb_jit_entry {
-	uint64_t next, prev;
-	uint64_t symfile_addr;
-	uint64_t symfile_size;
-};
-struct gdb_jit_descriptor {
-	uint32_t version;
-	uint32_t action_flag;
-	uint64_t relevant_entry;
-	uint64_t first_entry;
-};
-
 #define MAX_DESCRIPTORS 8
 #define MAX_PENDING 64            /* candidate descriptors (jit-find.h) */
 #define MAX_EXAMINED 64           /* objects looked at for candidates */
 #define MAX_LISTENERS 4
 #define MAX_WALK 100000           /* entries in one list: anything longer is a loop */
-#define MAX_IMAGE (32u << 20)     /* bytes: a record must fit a chunk */
 
 struct jimg {
 	struct jimg *next;
@@ -410,7 +396,7 @@ static int walk(uint32_t di, struct gdb_jit_descriptor *d, int *changed, struct 
 		struct jimg *g = find_img(e, ent.symfile_addr, ent.symfile_size);
 		if (g) {
 			g->seen = 1;
-		} else if (ent.symfile_size && ent.symfile_size <= MAX_IMAGE) {
+		} else if (ent.symfile_size && ent.symfile_size <= JIT_MAX_IMAGE) {
 			g = calloc(1, sizeof(*g));
 			uint8_t *elf = g ? malloc(ent.symfile_size) : NULL;
 			if (!elf || remote_read(elf, ent.symfile_addr, ent.symfile_size) ||

@@ -25,23 +25,11 @@
 #include "../../src/agent/jit-find.h"
 #include "../../src/agent/remote.h"
 
-struct desc {
-	uint32_t version;
-	uint32_t action_flag;
-	uint64_t relevant_entry;
-	uint64_t first_entry;
-};
-struct entry {
-	uint64_t next, prev;
-	uint64_t symfile_addr;
-	uint64_t symfile_size;
-};
-
 /* As LLVM's JITLoaderGDB.cpp / GDBRegistrationListener.cpp: the version
  * set statically. */
-struct desc __jit_debug_descriptor = { 1, 0, 0, 0 };
+struct gdb_jit_descriptor __jit_debug_descriptor = { 1, 0, 0, 0 };
 /* A fresh look-alike: a candidate too, until the program uses one. */
-struct desc lookalike = { 1, 0, 0, 0 };
+struct gdb_jit_descriptor lookalike = { 1, 0, 0, 0 };
 
 static int mem = -1;
 
@@ -105,11 +93,11 @@ static void verify(void)
 		h->e_ident[EI_CLASS] = ELFCLASS64;
 		h->e_ident[EI_DATA] = ELFDATA2LSB;
 	}
-	static struct entry e1, e2;
-	e1 = (struct entry){ (uint64_t)(uintptr_t)&e2, 0, (uint64_t)(uintptr_t)&img1, 4096 };
-	e2 = (struct entry){ 0, (uint64_t)(uintptr_t)&e1, (uint64_t)(uintptr_t)&img2, sizeof(img2) };
+	static struct gdb_jit_entry e1, e2;
+	e1 = (struct gdb_jit_entry){ (uint64_t)(uintptr_t)&e2, 0, (uint64_t)(uintptr_t)&img1, 4096 };
+	e2 = (struct gdb_jit_entry){ 0, (uint64_t)(uintptr_t)&e1, (uint64_t)(uintptr_t)&img2, sizeof(img2) };
 	/* img1's size runs past the struct; only its header is read. */
-	__jit_debug_descriptor = (struct desc){ 1, 1, (uint64_t)(uintptr_t)&e1, (uint64_t)(uintptr_t)&e1 };
+	__jit_debug_descriptor = (struct gdb_jit_descriptor){ 1, 1, (uint64_t)(uintptr_t)&e1, (uint64_t)(uintptr_t)&e1 };
 	CHECK(jit_desc_verify(d)); /* a descriptor with two images */
 
 	e2.prev = 0;
@@ -140,7 +128,7 @@ static void verify(void)
 
 	/* A look-alike that came to hold other data. */
 	uint64_t wild[4] = { 0x10, 0, 0, 0 };
-	lookalike = (struct desc){ 1, 1, 0x1000, 0x1000 }; /* unmapped */
+	lookalike = (struct gdb_jit_descriptor){ 1, 1, 0x1000, 0x1000 }; /* unmapped */
 	CHECK(!jit_desc_verify((uint64_t)(uintptr_t)&lookalike)); /* a wild pointer */
 	lookalike.first_entry = (uint64_t)(uintptr_t)wild + 1;
 	CHECK(!jit_desc_verify((uint64_t)(uintptr_t)&lookalike)); /* a misaligned entry */
