@@ -142,6 +142,21 @@ static void describe(const char *reply, char *out, size_t n)
 }
 
 /* Whether the running agent (its status reply) samples as asked. */
+void attach_want_from(struct attach_want *w, const struct launch_opts *o, int fixed, char *opts, size_t n)
+{
+	launch_agent_options(o, opts, n);
+	*w = (struct attach_want){
+		.options = opts,
+		.fixed = fixed,
+		.mode = o->mode,
+		.native = o->native,
+		.perf_map = o->perf_map,
+		.max_depth = o->max_depth,
+		.events = o->events,
+		.jit_lines = o->jit_lines,
+	};
+}
+
 static int check_want(pid_t pid, const char *reply, const struct attach_want *want, char *err, size_t errlen)
 {
 	char v[512], have[600];

@@ -32,6 +32,11 @@ struct attach_want {
 	int jit_lines;         /* the process must have NUMBA_DEBUGINFO set (Numba's line tables) */
 };
 
+/* The settings of o asked of the agent: its options string (written into
+ * opts, which must outlive w) and the fields compared with a running
+ * agent's, `fixed` when the caller gave any of them. */
+void attach_want_from(struct attach_want *w, const struct launch_opts *o, int fixed, char *opts, size_t n);
+
 struct attach {
 	pid_t pid;
 	int ours;               /* we handed over the output (else borrowed) */

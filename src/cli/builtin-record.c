@@ -411,17 +411,8 @@ int cmd_record(int argc, char **argv)
 		/* The sampling settings load the agent, or must match the one
 		 * already there; without any, an agent there is taken as it is. */
 		static char agent_opts[1024];
-		launch_agent_options(&o, agent_opts, sizeof(agent_opts));
-		struct attach_want want = {
-			.options = agent_opts,
-			.fixed = set_fixed || events,
-			.mode = o.mode,
-			.native = o.native,
-			.perf_map = o.perf_map,
-			.max_depth = o.max_depth,
-			.events = o.events,
-			.jit_lines = o.jit_lines,
-		};
+		struct attach_want want;
+		attach_want_from(&want, &o, set_fixed || events, agent_opts, sizeof(agent_opts));
 		if (attach_start(&a, (pid_t)pid, o.output, rate_given ? o.rate_hz : 0, o.paused, 0, &want, err,
 				 sizeof(err))) {
 			errorf("%s", err);

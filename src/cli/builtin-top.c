@@ -453,9 +453,7 @@ int cmd_top(int argc, char **argv)
 				return 2;
 			lo.events = agent_events;
 		}
-		launch_agent_options(&lo, agent_opts, sizeof(agent_opts));
-		want = (struct attach_want){ .options = agent_opts, .fixed = 1, .mode = lo.mode, .native = lo.native,
-					     .max_depth = lo.max_depth, .events = lo.events };
+		attach_want_from(&want, &lo, 1, agent_opts, sizeof(agent_opts));
 		L.want = &want;
 	}
 	/* A command started to watch one type's allocations records them. */
