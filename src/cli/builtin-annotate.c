@@ -639,24 +639,12 @@ int cmd_annotate(int argc, char **argv)
 	if (o.json)
 		o.color = 0;
 
-	char err[512];
-	struct profile *p = profile_load(o.path, NULL, err, sizeof(err));
-	if (!p) {
-		errorf("%s: %s", o.path, err);
+	struct profile *p = cli_load_profile(o.path, NULL, o.type);
+	if (!p)
 		return 1;
-	}
-	for (uint32_t i = 0; i < p->nwarnings; i++)
-		warnf("%s: %s", o.path, p->warnings[i]);
-	if (o.type) {
-		if (profile_filter_type(p, o.type, err, sizeof(err))) {
-			errorf("%s: %s", o.path, err);
-			profile_free(p);
-			return 1;
-		}
-		/* Allocations carry no time samples: hottest by their bytes. */
-		if (!o.event_name)
-			o.event = p->obj_event + 1;
-	}
+	/* Allocations carry no time samples: hottest by their bytes. */
+	if (o.type && !o.event_name)
+		o.event = p->obj_event + 1;
 	if (o.event_name) {
 		for (o.event = 0; o.event < p->nevents && strcmp(p->event_names[o.event], o.event_name); o.event++)
 			;

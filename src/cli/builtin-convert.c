@@ -154,19 +154,9 @@ int cmd_convert(int argc, char **argv)
 	if (!ex)
 		return 2;
 	const char *path = argv[optind];
-	char err[512];
-	struct profile *p = profile_load(path, &lo, err, sizeof(err));
-	if (!p) {
-		errorf("%s: %s", path, err);
+	struct profile *p = cli_load_profile(path, &lo, type);
+	if (!p)
 		return 1;
-	}
-	for (uint32_t i = 0; i < p->nwarnings; i++)
-		warnf("%s: %s", path, p->warnings[i]);
-	if (type && profile_filter_type(p, type, err, sizeof(err))) {
-		errorf("%s: %s", path, err);
-		profile_free(p);
-		return 1;
-	}
 	if (!p->nsamples)
 		warnf("%s: the profile holds no samples: the %s output is empty", path, ex->name);
 	o.title = p->command;

@@ -1176,25 +1176,13 @@ int cmd_report(int argc, char **argv)
 	if (o.limit < 0)
 		o.limit = o.json ? 0 : 20;
 
-	char err[512];
 	struct load_opts lo = { .keep_interpreter = o.keep_interpreter, .no_inline = o.no_inline };
-	struct profile *p = profile_load(o.path, &lo, err, sizeof(err));
-	if (!p) {
-		errorf("%s: %s", o.path, err);
+	struct profile *p = cli_load_profile(o.path, &lo, o.type);
+	if (!p)
 		return 1;
-	}
-	for (uint32_t i = 0; i < p->nwarnings; i++)
-		warnf("%s: %s", o.path, p->warnings[i]);
-	if (o.type) {
-		if (profile_filter_type(p, o.type, err, sizeof(err))) {
-			errorf("%s: %s", o.path, err);
-			profile_free(p);
-			return 1;
-		}
-		/* Allocations carry no time samples: order by their bytes. */
-		if (!o.event_name)
-			o.event = p->obj_event + 1;
-	}
+	/* Allocations carry no time samples: order by their bytes. */
+	if (o.type && !o.event_name)
+		o.event = p->obj_event + 1;
 	if (o.event_name) {
 		for (o.event = 0; o.event < p->nevents && strcmp(p->event_names[o.event], o.event_name); o.event++)
 			;

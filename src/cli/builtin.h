@@ -43,6 +43,11 @@ int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
 /* Prints "strata: " + message to stderr. */
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The profile at path for report, annotate and convert, its warnings
+ * printed; with type (--type) only the allocations of that type. NULL
+ * after a one-line error. */
+struct load_opts;
+struct profile *cli_load_profile(const char *path, const struct load_opts *lo, const char *type);
 /* Directory holding libstrata-agent.so and the per-version modules. */
 const char *agent_dir(void);
 

@@ -1,6 +1,7 @@
 /*
  * main.c — the `strata` command: dispatches to one builtin per subcommand
- * and holds the few helpers they share (messages, locating the agent).
+ * and holds the few helpers they share (messages, locating the agent,
+ * loading a profile).
  */
 #include <errno.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "builtin.h"
+#include "../lib/profile.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "dev"
@@ -47,6 +49,24 @@ void errorf(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+}
+
+struct profile *cli_load_profile(const char *path, const struct load_opts *lo, const char *type)
+{
+	char err[512];
+	struct profile *p = profile_load(path, lo, err, sizeof(err));
+	if (!p) {
+		errorf("%s: %s", path, err);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < p->nwarnings; i++)
+		warnf("%s: %s", path, p->warnings[i]);
+	if (type && profile_filter_type(p, type, err, sizeof(err))) {
+		errorf("%s: %s", path, err);
+		profile_free(p);
+		return NULL;
+	}
+	return p;
 }
 
 void warnf(const char *fmt, ...)
