@@ -44,7 +44,7 @@ AGENT_SHARED = src/agent/shm.c src/agent/ring.c src/agent/slots.c src/agent/trig
 	       src/agent/grave.c src/agent/jitdump-map.c
 AGENT_SRC  = src/agent/agent.c src/agent/link.c src/agent/ctlsock.c src/agent/signals.c src/agent/sampler.c \
 	     src/agent/threads.c src/agent/process.c src/agent/sleeps.c src/agent/unwind.c src/agent/jit.c \
-	     src/agent/objects.c \
+	     src/agent/objects.c src/agent/got.c \
 	     $(AGENT_SHARED)
 AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/writer-objects.c src/agent/control.c \
 	     src/agent/wall.c src/agent/scan.c src/agent/unwind-build.c src/agent/cfi-synth.c src/agent/jit-poll.c \
@@ -116,7 +116,7 @@ $(BIN)/strata: $(CLI_OBJ)
 
 $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -o $@ $^ $(AGENT_LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now -o $@ $^ $(AGENT_LIBS)
 
 $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	@mkdir -p $(dir $@)

@@ -22,14 +22,18 @@
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <malloc.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "got.h"
 #include "objects.h"
 #include "shm.h"
 #include "../common/format.h"
@@ -43,7 +47,9 @@ typedef struct {
 	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
 	void (*free)(void *ctx, void *ptr);
 } pymem_alloc;
-enum { D_RAW = 0, D_MEM = 1, D_OBJ = 2, D_N = 3 };
+enum { D_RAW = 0, D_MEM = 1, D_OBJ = 2, D_N = 3, D_LIBC = 3 /* libc's, from other objects */ };
+_Static_assert((int)D_LIBC == (int)ALLOC_MALLOC && (int)D_RAW == (int)ALLOC_RAW && (int)D_MEM == (int)ALLOC_MEM && (int)D_OBJ == (int)ALLOC_OBJ,
+	       "hook domains are the file's allocation domains");
 
 static void (*get_allocator)(int domain, pymem_alloc *out);
 static void (*set_allocator)(int domain, pymem_alloc *in);
@@ -180,7 +186,7 @@ static void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
 	if (!atomic_load_explicit(&agent.sampling, memory_order_relaxed)) {
 		/* Sampling is off: the hooks go (with the GIL, which OBJ and
 		 * MEM callers hold). */
-		if (domain != D_RAW && agent_py->phase() == STRATA_PHASE_RUNNING)
+		if ((domain == D_MEM || domain == D_OBJ) && agent_py->phase() == STRATA_PHASE_RUNNING)
 			remove_hooks();
 		return;
 	}
@@ -414,6 +420,232 @@ HOOKS(raw, D_RAW)
 HOOKS(mem, D_MEM)
 HOOKS(obj, D_OBJ)
 
+/* ---- libc's allocation functions, called by other objects ---- */
+
+/* An extension's own malloc (NumPy's array data, a C library's buffers)
+ * is caught in its GOT (got.c): the slots of every loaded object but the
+ * allocator's, the dynamic linker's, the interpreter's (its malloc is the
+ * RAW domain, seen already) and strata's are made to point here while
+ * allocations are sampled, and put back when sampling stops. The hooks
+ * call the functions the global scope binds (libc's, or a preloaded
+ * allocator's). The cost is that of the PyMem hooks: a subtraction and a
+ * jump; a free, one byte of the filter. */
+static struct {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void (*free)(void *);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+} lc;
+/* The objects whose slots are left alone, known by an address in them. */
+static const void *lc_skip[5];
+static const void *lc_interp; /* only its dlopen is taken */
+/* Read by the dlopen stub (below). */
+__attribute__((visibility("hidden"))) void *(*strata_real_dlopen)(const char *, int);
+
+static void *__attribute__((noinline)) lc_sampled(void *p, size_t n)
+{
+	if (p)
+		take_sample(D_LIBC, p, n);
+	return p;
+}
+
+static void *__attribute__((noinline)) lc_malloc_slow(size_t n)
+{
+	return lc_sampled(lc.malloc(n), n);
+}
+
+static void *lc_malloc(size_t n)
+{
+	if ((ot.left -= (int64_t)n) > 0 || ot.busy)
+		return lc.malloc(n);
+	return lc_malloc_slow(n);
+}
+
+static void *__attribute__((noinline)) lc_calloc_slow(size_t k, size_t n)
+{
+	return lc_sampled(lc.calloc(k, n), k * n);
+}
+
+static void *lc_calloc(size_t k, size_t n)
+{
+	size_t b;
+	if (__builtin_mul_overflow(k, n, &b) || (ot.left -= (int64_t)b) > 0 || ot.busy)
+		return lc.calloc(k, n);
+	return lc_calloc_slow(k, n);
+}
+
+static void *lc_realloc(void *old, size_t n)
+{
+	freed(D_LIBC, old);
+	void *p = lc.realloc(old, n);
+	if (p)
+		account(D_LIBC, p, n);
+	return p;
+}
+
+static void lc_free(void *p)
+{
+	freed(D_LIBC, p);
+	lc.free(p);
+}
+
+static int lc_posix_memalign(void **pp, size_t al, size_t n)
+{
+	int r = lc.posix_memalign(pp, al, n);
+	if (r == 0)
+		account(D_LIBC, *pp, n);
+	return r;
+}
+
+static void *lc_aligned_alloc(size_t al, size_t n)
+{
+	void *p = lc.aligned_alloc(al, n);
+	if (p)
+		account(D_LIBC, p, n);
+	return p;
+}
+
+static void *lc_memalign(size_t al, size_t n)
+{
+	void *p = lc.memalign(al, n);
+	if (p)
+		account(D_LIBC, p, n);
+	return p;
+}
+
+static void *lc_valloc(size_t n)
+{
+	void *p = lc.valloc(n);
+	if (p)
+		account(D_LIBC, p, n);
+	return p;
+}
+
+/* dlopen: the objects it loads get their slots taken as it returns. The
+ * dynamic linker resolves a name without a slash, and $ORIGIN, relative
+ * to the object that called dlopen, so those calls reach dlopen straight
+ * from the stub with the caller's return address untouched (the objects
+ * they load are taken at the next import); a path is the same from
+ * anywhere, and is opened here. */
+__attribute__((visibility("hidden"))) int strata_dlopen_direct(const char *f)
+{
+	return f && strchr(f, '/') && !strchr(f, '$');
+}
+
+__attribute__((visibility("hidden"))) void *strata_dlopen_post(const char *f, int mode)
+{
+	void *h = strata_real_dlopen(f, mode);
+	got_refresh();
+	return h;
+}
+
+void *strata_dlopen_hook(const char *f, int mode) __attribute__((visibility("hidden")));
+__asm__(".text\n"
+	".p2align 4\n"
+	".globl strata_dlopen_hook\n"
+	".hidden strata_dlopen_hook\n"
+	".type strata_dlopen_hook, @function\n"
+	"strata_dlopen_hook:\n"
+	".cfi_startproc\n"
+	"push %rdi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"push %rsi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"sub $8, %rsp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"call strata_dlopen_direct\n"
+	"add $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"pop %rsi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"pop %rdi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"test %eax, %eax\n"
+	"jnz strata_dlopen_post\n"
+	"jmp *strata_real_dlopen(%rip)\n"
+	".cfi_endproc\n"
+	".size strata_dlopen_hook, .-strata_dlopen_hook\n");
+
+enum { LC_DLOPEN = 8, LC_N = 9 };
+static struct got_fn lc_fn[LC_N];
+
+static unsigned lc_mask(const struct dl_phdr_info *info, void *arg)
+{
+	(void)arg;
+	if (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso"))
+		return 0;
+	if (info->dlpi_addr && info->dlpi_addr == getauxval(AT_BASE))
+		return 0; /* the dynamic linker */
+	for (size_t i = 0; i < sizeof(lc_skip) / sizeof(lc_skip[0]); i++)
+		if (got_contains(info, lc_skip[i]))
+			return 0;
+	if (got_contains(info, lc_interp))
+		return 1u << LC_DLOPEN;
+	return (1u << LC_N) - 1;
+}
+
+/* Calls to each of them, never made: they give the agent the JUMP_SLOTs
+ * that lc_setup reads (bound at load: linked -z now). */
+void *volatile lc_sink;
+__attribute__((used, noinline)) static void lc_refs(void)
+{
+	void *p;
+	lc_sink = malloc(1);
+	lc_sink = calloc(1, 1);
+	lc_sink = realloc(lc_sink, 2);
+	free(lc_sink);
+	lc_sink = (void *)(intptr_t)posix_memalign(&p, 16, 16);
+	lc_sink = aligned_alloc(16, 16);
+	lc_sink = memalign(16, 16);
+	lc_sink = valloc(16);
+	lc_sink = dlopen(NULL, RTLD_LAZY);
+}
+
+static int lc_setup(void)
+{
+	void *f[LC_N];
+	static const char *const names[LC_N] = { "malloc", "calloc", "realloc", "free", "posix_memalign",
+						  "aligned_alloc", "memalign", "valloc", "dlopen" };
+	void *hooks[LC_N] = { (void *)lc_malloc, (void *)lc_calloc, (void *)lc_realloc,
+			      (void *)lc_free, (void *)lc_posix_memalign, (void *)lc_aligned_alloc,
+			      (void *)lc_memalign, (void *)lc_valloc, (void *)strata_dlopen_hook };
+	(void)lc_refs;
+	/* What a shared object's call reaches: the agent's own bound slot.
+	 * (dlsym would give a non-PIE executable's canonical PLT entry when
+	 * it takes the function's address, which jumps through the
+	 * executable's own slot.) */
+	for (int i = 0; i < LC_N; i++) {
+		f[i] = got_bound((const void *)lc_setup, names[i]);
+		void *d = dlsym(RTLD_DEFAULT, names[i]);
+		lc_fn[i] = (struct got_fn){ names[i], hooks[i], f[i], d != f[i] ? d : NULL };
+	}
+	for (int i = 0; i < LC_N; i++)
+		if (!f[i]) {
+			memset(lc_fn, 0, sizeof(lc_fn));
+			return -1;
+		}
+	*(void **)&lc.malloc = f[0];
+	*(void **)&lc.calloc = f[1];
+	*(void **)&lc.realloc = f[2];
+	*(void **)&lc.free = f[3];
+	*(void **)&lc.posix_memalign = f[4];
+	*(void **)&lc.aligned_alloc = f[5];
+	*(void **)&lc.memalign = f[6];
+	*(void **)&lc.valloc = f[7];
+	*(void **)&strata_real_dlopen = f[8];
+	lc_skip[0] = f[0];                                            /* the allocator */
+	lc_skip[1] = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");     /* libc, if not it */
+	lc_skip[2] = (const void *)lc_setup;                          /* strata's agent */
+	lc_skip[3] = (const void *)agent_py->phase;                   /* its Python module */
+	lc_skip[4] = (const void *)dlsym(RTLD_DEFAULT, "_r_debug");   /* the dynamic linker */
+	lc_interp = dlsym(RTLD_DEFAULT, "PyMem_RawMalloc");
+	return 0;
+}
+
 static void fill(pymem_alloc *a, int d)
 {
 	a->ctx = orig[d].ctx;
@@ -427,15 +659,19 @@ static void fill(pymem_alloc *a, int d)
 /* With the GIL. */
 static void install_hooks(void)
 {
-	if (installed || !get_allocator || !set_allocator)
+	if (!get_allocator || !set_allocator)
 		return;
-	for (int d = 0; d < D_N; d++) {
-		get_allocator(d, &orig[d]);
-		fill(&ours[d], d);
+	if (!installed) {
+		for (int d = 0; d < D_N; d++) {
+			get_allocator(d, &orig[d]);
+			fill(&ours[d], d);
+		}
+		for (int d = 0; d < D_N; d++)
+			set_allocator(d, &ours[d]);
+		installed = 1;
 	}
-	for (int d = 0; d < D_N; d++)
-		set_allocator(d, &ours[d]);
-	installed = 1;
+	if (lc_fn[0].name && !got_enabled())
+		got_apply(lc_fn, LC_N, lc_mask, NULL);
 }
 
 /* With the GIL. When someone hooked a domain on top of ours since
@@ -445,6 +681,7 @@ static void remove_hooks(void)
 {
 	if (!installed)
 		return;
+	got_restore(); /* whatever happens to the PyMem hooks */
 	for (int d = 0; d < D_N; d++) {
 		pymem_alloc cur;
 		get_allocator(d, &cur);
@@ -474,11 +711,17 @@ void objects_sync(void)
  * `strata ctl start`. A load and a branch otherwise. */
 static int objects_audit(const char *event, void *args, void *data)
 {
-	(void)event;
 	(void)args;
 	(void)data;
-	if (!installed && agent.active && agent.cfg.objects && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
+	if (!agent.active || !agent.cfg.objects)
+		return 0;
+	if (atomic_load_explicit(&agent.sampling, memory_order_relaxed) &&
+	    (!installed || (lc_fn[0].name && !got_enabled())))
 		objects_sync();
+	/* Objects that a dlopen without a path loaded (the stub left those
+	 * calls alone): taken before the import that may use them. */
+	else if (installed && event[0] == 'i' && !strcmp(event, "import") && got_loaded_since())
+		got_refresh();
 	return 0;
 }
 
@@ -500,5 +743,7 @@ int objects_setup(void)
 	if (!agent.objtab && objects_fresh())
 		return -1;
 	sample_alloc_init();
+	if (lc_setup())
+		agent_log("libc's allocation functions were not found: --objects sees CPython's allocators only");
 	return add(objects_audit, NULL) == 0 ? 0 : -1;
 }

@@ -5,7 +5,8 @@ Owns the "programs behave exactly as without the profiler" stage of
 `make check` (issue 11): for every interpreter strata supports that is
 present here, it runs a chosen subset of that interpreter's own test suite
 (`python -m test`, with `--timeout` and `-j`) under `strata record` in cpu
-mode, and a smaller subset in `--mode wall` and with `--native`, then
+mode, a smaller subset in `--mode wall` and with `--native`, and one about
+allocators and C libraries with `--objects`, then
 decides whether each run behaved as it does without strata:
 
   * no test fails, errors, hangs or alters the environment under strata
@@ -18,11 +19,11 @@ decides whether each run behaved as it does without strata:
     warnings other than unfinished profiles of processes the tests kill;
   * nothing is left running when the command has ended.
 
-    tests/cpython/run_regrtests.py [--python ID ...] [--mode cpu,wall,native]
+    tests/cpython/run_regrtests.py [--python ID ...] [--mode cpu,wall,native,objects]
         [--parallel K] [-j N] [--timeout SECS] [--baseline failed|all]
         [--only MODULE ...] [--workdir DIR] [--strata PATH]
 
-cpu mode runs on every interpreter; wall and native on Debian's, 3.8 and
+cpu mode runs on every interpreter; wall, native and objects on Debian's, 3.8 and
 3.13 unless --every-mode is given or interpreters are named (debian-3.14
 and debian-3.15 are cpu mode only unless --every-mode is given).
 
@@ -123,6 +124,26 @@ SMALL = [
      "epoll, Linux's default selector, interrupted and timed out (4 s)"),
 ]
 
+# --objects mode, on the same interpreters as wall and native: allocator
+# hooks under programs that hook the allocator themselves, and libc's
+# malloc redirected in the GOT of every C library the tests load (by path,
+# by name through ctypes, and as dependencies), across forks and threads.
+OBJECTS = [
+    ("test_tracemalloc", ["test_tracemalloc"],
+     "tracemalloc's own allocator hooks put on top of strata's and taken off, in this process and "
+     "in children (2 s)"),
+    ("test_ctypes", ["test_ctypes", "ctypes"],
+     "libraries loaded by name and by path, callbacks from C, buffers C allocates and frees (2 s)"),
+    ("test_hashlib", ["test_hashlib"], "OpenSSL's allocations through libcrypto's GOT, from threads (2 s)"),
+    ("test_zlib", ["test_zlib"], "zlib's own malloc and free of its stream state (1 s)"),
+    ("test_fork1", ["test_fork1"], "as in cpu mode: the hooks across fork (2.5 s)"),
+    ("test_threading", ["test_threading"], "as in cpu mode: threads allocating at once (11 s)"),
+    ("test_sqlite3", ["test_sqlite3"], "SQLite's allocations, its callbacks into Python (2 s)"),
+    ("test_capi", ["test_capi"],
+     "the allocator API itself: PyMem_SetAllocator, the debug hooks, pymem domains (5 s)"),
+]
+OPTIONAL |= {"test_sqlite3", "test_capi"}
+
 IGNORE = [
     # (test id or glob, why[, minor versions]) — for time, duplication or
     # flakiness without strata; never because a test fails under strata,
@@ -169,6 +190,7 @@ MODES = {
     "cpu": ([], CPU),
     "wall": (["--mode", "wall"], SMALL),
     "native": (["--native"], SMALL),
+    "objects": (["--objects"], OBJECTS),
 }
 
 # Every run, with strata and without, gets PYTHONUNBUFFERED=1, as Python
@@ -632,7 +654,8 @@ def main():
     ap.add_argument("--strata", type=Path, default=ROOT / "build" / "bin" / "strata")
     ap.add_argument("--python", action="append",
                     help="an interpreter id (%s); repeatable" % " ".join(ALL_IDS + SID_IDS))
-    ap.add_argument("--mode", default="cpu,wall,native", help="comma-separated: cpu, wall, native")
+    ap.add_argument("--mode", default="cpu,wall,native,objects",
+                    help="comma-separated: cpu, wall, native, objects")
     ap.add_argument("--parallel", type=int, default=int(os.environ.get("STRATA_REGRTEST_PARALLEL", 3)),
                     help="regrtest runs at a time (default 3: the tests mostly wait)")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="regrtest's own -j (default 2)")
@@ -640,7 +663,7 @@ def main():
     ap.add_argument("--baseline", choices=["failed", "all"], default="failed",
                     help="run without strata only the modules that did not pass (default), or everything")
     ap.add_argument("--every-mode", action="store_true",
-                    help="wall and --native on every interpreter too (default: %s)" % " ".join(SMALL_IDS))
+                    help="wall, --native and --objects on every interpreter too (default: %s)" % " ".join(SMALL_IDS))
     ap.add_argument("--only", action="append", help="only this test module (repeatable)")
     ap.add_argument("--workdir", type=Path, default=ROOT / "build" / "cpython-tests")
     ap.add_argument("-v", "--verbose", action="store_true", help="print notes for passing runs too")

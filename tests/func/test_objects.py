@@ -126,18 +126,21 @@ def test_without_objects_no_object_events(debian_python, record):
 
 
 def test_stopped_agent_has_no_hooks(python, tmp_path):
-    """--paused: the allocator is CPython's own; ctl start puts strata's
-    hooks in, ctl stop takes them out again (not only mutes them)."""
+    """--paused: the allocator is CPython's own, and an extension's GOT
+    holds libc's malloc; ctl start puts strata's hooks in (both), ctl stop
+    takes them out again (not only mutes them)."""
     import subprocess
     import time
     from conftest import PROGRAMS, STRATA
     from test_control import python_child, wait_agent, wait_for
+    from test_native import build_ext
 
     interp = python.require()
+    so = build_ext(interp, tmp_path)
     state = tmp_path / "state"
     out = tmp_path / "h.strata"
     rec = subprocess.Popen([str(STRATA), "record", "--paused", "--objects", "--objects-rate", "4096", "-o", str(out),
-                            "--", str(interp.exe), str(PROGRAMS / "objects_hooks.py"), str(state), "30"],
+                            "--", str(interp.exe), str(PROGRAMS / "objects_hooks.py"), str(state), "30", str(so)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def now():
@@ -159,8 +162,9 @@ def test_stopped_agent_has_no_hooks(python, tmp_path):
 
 
 def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
-    """--native: a C extension's PyMem_RawMalloc is charged to its C
-    function (alloc_c, ext.c), under the Python function that called it."""
+    """--native: a C extension's PyMem_RawMalloc and its own malloc are
+    charged to its C functions (alloc_c, alloc_libc in ext.c), under the
+    Python functions that called them."""
     from pathlib import Path
     from conftest import PROGRAMS
     from test_native import build_ext
@@ -185,6 +189,24 @@ def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
     assert caller["events"]["alloc-bytes"]["total"] >= ab, caller
     raw = types(rep)["[PyMem_RawMalloc]"]
     assert raw["alloc-bytes"] >= ab * 0.95, raw
+    # libc's malloc, called by the extension itself (seen through its
+    # GOT, the extension loaded after the hooks went in): 3000 blocks of
+    # 64 KiB, ~197 MB, every other one kept.
+    rows = [f for f in rep["functions"] if f["name"] == "alloc_libc"]
+    assert rows, [f["name"] for f in rep["functions"][:20]]
+    f = rows[0]
+    assert f["kind"] == "native" and Path(f["module"]).name == "strata_native_ext.so", f
+    lb = f["events"]["alloc-bytes"]["self"]
+    assert 150e6 <= lb <= 245e6, lb
+    assert 0.35 <= f["events"]["live-bytes"]["self"] / lb <= 0.65, f["events"]
+    caller = [x for x in rep["functions"] if x["name"] == "from_libc"][0]
+    assert caller["events"]["alloc-bytes"]["total"] >= lb, caller
+    libc = types(rep)["[malloc]"]
+    assert libc["alloc-bytes"] >= lb * 0.95, libc
+    # Neither is counted twice: the interpreter's own malloc is the RAW
+    # domain's, and the extension's malloc is not PyMem_RawMalloc.
+    assert raw["alloc-bytes"] <= ab * 1.3 + 8e6, (raw, ab)
+    assert libc["alloc-bytes"] <= lb * 1.3 + 8e6, (libc, lb)
 
 
 def test_type_filter_in_annotate_and_convert(debian_python, record):

@@ -1,10 +1,13 @@
 """Whose allocator the object domain has, as the program sees it
 (test_objects.py: a stopped agent has no hooks in).
 
-    objects_hooks.py STATEFILE SECONDS
+    objects_hooks.py STATEFILE SECONDS [EXT_SO]
 
 Allocates in a loop and writes "on" to STATEFILE while PyObject_Malloc is
-strata's hook, "off" while it is not, until SECONDS have passed.
+strata's hook, "off" while it is not, until SECONDS have passed. With
+EXT_SO (tests/func/programs/native/ext.c), the extension's malloc must be
+strata's too for "on" and libc's for "off"; anything else is written as
+"mixed ...".
 """
 import ctypes
 import os
@@ -23,26 +26,49 @@ class DlInfo(ctypes.Structure):
 
 
 libc = ctypes.CDLL(None)
+real_malloc = ctypes.cast(libc.malloc, ctypes.c_void_p).value
 libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
 get = ctypes.pythonapi.PyMem_GetAllocator
 get.argtypes = [ctypes.c_int, ctypes.POINTER(Alloc)]
 get.restype = None
 
 
-def hooked():
-    a = Alloc()
-    get(2, ctypes.byref(a))  # PYMEM_DOMAIN_OBJ
+def strata_s(addr):
     d = DlInfo()
-    libc.dladdr(a.malloc, ctypes.byref(d))
+    libc.dladdr(addr, ctypes.byref(d))
     return b"libstrata-agent" in (d.fname or b"")
 
 
-def main(path, seconds):
+def hooked():
+    a = Alloc()
+    get(2, ctypes.byref(a))  # PYMEM_DOMAIN_OBJ
+    return strata_s(a.malloc)
+
+
+def load_ext(so):
+    import importlib.machinery
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "strata_native_ext", so, loader=importlib.machinery.ExtensionFileLoader("strata_native_ext", so))
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    return ext
+
+
+def main(path, seconds, so=None):
+    ext = load_ext(so) if so else None
     end = time.time() + seconds
     while time.time() < end:
         junk = [{"i": i} for i in range(2000)]
         del junk
-        state = "on" if hooked() else "off"
+        py = hooked()
+        if ext:
+            slot = ext.malloc_slot()
+            got = "strata" if strata_s(slot) else "libc" if slot == real_malloc else "other %#x" % slot
+        else:
+            got = "strata" if py else "libc"
+        state = "on" if py and got == "strata" else "off" if not py and got == "libc" else \
+            "mixed pymem=%s got=%s" % (py, got)
         # open() raises an audit event, where a `ctl start` puts the
         # hooks back (docs/objects.md).
         with open(path + ".tmp", "w") as f:
@@ -53,4 +79,4 @@ def main(path, seconds):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]))
+    main(sys.argv[1], float(sys.argv[2]), *sys.argv[3:4])

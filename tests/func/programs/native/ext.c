@@ -58,10 +58,39 @@ __attribute__((noinline)) static PyObject *alloc_c(PyObject *self, PyObject *arg
 	Py_RETURN_NONE;
 }
 
+/* --objects: the same with libc's malloc and free, as C libraries make
+ * theirs (strata sees them through the extension's GOT). */
+__attribute__((noinline)) static PyObject *alloc_libc(PyObject *self, PyObject *args)
+{
+	long n, size;
+	if (!PyArg_ParseTuple(args, "ll", &n, &size))
+		return NULL;
+	for (long i = 0; i < n; i++) {
+		void *p = malloc((size_t)size); /* LIBC */
+		if (!p)
+			return PyErr_NoMemory();
+		memset(p, 1, 64);
+		if (i % 2 == 0 && nkept < 100000)
+			kept_blocks[nkept++] = p;
+		else
+			free(p);
+	}
+	Py_RETURN_NONE;
+}
+
+/* The address this extension calls for malloc, as its GOT holds it now. */
+static PyObject *malloc_slot(PyObject *self, PyObject *unused)
+{
+	void *(*volatile f)(size_t) = malloc;
+	return PyLong_FromVoidPtr((void *)f);
+}
+
 static PyMethodDef methods[] = {
 	{ "burn_c", burn_c, METH_O, "burn CPU in C" },
 	{ "call_back", call_back, METH_VARARGS, "call a Python function from C" },
 	{ "alloc_c", alloc_c, METH_VARARGS, "allocate with PyMem_RawMalloc" },
+	{ "alloc_libc", alloc_libc, METH_VARARGS, "allocate with malloc" },
+	{ "malloc_slot", malloc_slot, METH_NOARGS, "what malloc is to this extension" },
 	{ NULL, NULL, 0, NULL },
 };
 
