@@ -385,6 +385,22 @@ struct bound_ctx {
 	void *found;
 };
 
+/* The value of the object's slot of `type` for `name`, if bound. */
+static int bound_in(const struct dl_phdr_info *info, const struct layout *L, const ElfW(Rela) *r, size_t n,
+		    unsigned type, const ElfW(Sym) *symtab, const char *strtab, size_t strsz, struct bound_ctx *b)
+{
+	for (size_t i = 0; r && i < n; i++) {
+		const ElfW(Sym) *s = &symtab[ELF64_R_SYM(r[i].r_info)];
+		if (ELF64_R_TYPE(r[i].r_info) != type || s->st_name >= strsz || strcmp(strtab + s->st_name, b->name))
+			continue;
+		uintptr_t v = *(const uintptr_t *)(info->dlpi_addr + r[i].r_offset);
+		if (!(v >= L->lo && v < L->hi)) /* bound, not a lazy stub */
+			b->found = (void *)v;
+		return 1;
+	}
+	return 0;
+}
+
 static int bound_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -395,8 +411,8 @@ static int bound_one(struct dl_phdr_info *info, size_t size, void *arg)
 	layout_of(info, &L);
 	const ElfW(Sym) *symtab = NULL;
 	const char *strtab = NULL;
-	size_t strsz = 0, pltsz = 0;
-	const ElfW(Rela) *jmprel = NULL;
+	size_t strsz = 0, pltsz = 0, relasz = 0;
+	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
 	for (const ElfW(Dyn) *d = L.dyn; d && d->d_tag != DT_NULL; d++) {
 		switch (d->d_tag) {
 		case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
@@ -404,20 +420,16 @@ static int bound_one(struct dl_phdr_info *info, size_t size, void *arg)
 		case DT_STRSZ: strsz = d->d_un.d_val; break;
 		case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
 		case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
+		case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
+		case DT_RELASZ: relasz = d->d_un.d_val; break;
 		}
 	}
-	if (!symtab || !strtab || !jmprel)
+	if (!symtab || !strtab)
 		return 1;
-	for (size_t i = 0; i < pltsz / sizeof(ElfW(Rela)); i++) {
-		const ElfW(Sym) *s = &symtab[ELF64_R_SYM(jmprel[i].r_info)];
-		if (ELF64_R_TYPE(jmprel[i].r_info) != R_X86_64_JUMP_SLOT || s->st_name >= strsz ||
-		    strcmp(strtab + s->st_name, b->name))
-			continue;
-		uintptr_t v = *(const uintptr_t *)(info->dlpi_addr + jmprel[i].r_offset);
-		if (!(v >= L.lo && v < L.hi)) /* bound, not a lazy stub */
-			b->found = (void *)v;
-		break;
-	}
+	/* The call's own slot; the linker may have calls go through the
+	 * address's slot (GLOB_DAT) when the object takes it too. */
+	if (!bound_in(info, &L, jmprel, pltsz / sizeof(ElfW(Rela)), R_X86_64_JUMP_SLOT, symtab, strtab, strsz, b))
+		bound_in(info, &L, rela, relasz / sizeof(ElfW(Rela)), R_X86_64_GLOB_DAT, symtab, strtab, strsz, b);
 	return 1;
 }
 

@@ -209,6 +209,43 @@ def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
     assert libc["alloc-bytes"] <= lb * 1.3 + 8e6, (libc, lb)
 
 
+def test_program_replaces_malloc(python, tmp_path):
+    """A preloaded allocator of the program's own (as jemalloc is): the
+    extension's malloc still reaches it, every call (it counts the 64 KiB
+    blocks), and strata still sees those calls as [malloc]."""
+    import os
+    import subprocess
+    from conftest import PROGRAMS, STRATA
+    from test_native import build_ext
+
+    interp = python.require()
+    so = build_ext(interp, tmp_path)
+    pre = tmp_path / "countmalloc.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(pre), str(PROGRAMS / "native" / "countmalloc.c")],
+                   check=True)
+    counted = tmp_path / "counted"
+    env = dict(os.environ, LD_PRELOAD=str(pre), COUNTMALLOC_SIZE="65536", COUNTMALLOC_OUT=str(counted))
+    out = tmp_path / "m.strata"
+    r = subprocess.run([str(STRATA), "record", "-o", str(out), *RATE, "--", str(interp.exe),
+                        str(PROGRAMS / "native" / "objects_ext.py"), str(so)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done"
+    # As many 64 KiB blocks as without strata (alloc_libc's 3000 and
+    # PyMem_RawMalloc's 2000, which reaches it through the interpreter).
+    n = max(int(f.read_text()) for f in tmp_path.glob("counted.*"))
+    for f in tmp_path.glob("counted.*"):
+        f.unlink()
+    plain = subprocess.run([str(interp.exe), str(PROGRAMS / "native" / "objects_ext.py"), str(so)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert plain.stdout.strip() == "done"
+    n0 = max(int(f.read_text()) for f in tmp_path.glob("counted.*"))
+    assert n == n0 and n >= 5000, (n, n0)
+    rep = json.loads(strata("report", "--json", out).stdout)
+    libc = types(rep)["[malloc]"]
+    assert 150e6 <= libc["alloc-bytes"] <= 245e6, libc
+
+
 def test_type_filter_in_annotate_and_convert(debian_python, record):
     """--type keeps one type in annotate and convert as in report: the 3:1
     dict split is there at the lines that make the dicts, and what is left

@@ -42,6 +42,19 @@ test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
 test_offcheck_EXTRA = src/agent/py/offcheck.c
 # remote_read is the test's own (its memory is the target's).
 test_jitfind_EXTRA = src/agent/jit-find.c
+# The GOT redirection, on two builds of one fixture library (the argument:
+# where they are). The fixtures take no sanitizer: they are the kind of
+# library the agent meets.
+test_got_EXTRA = src/agent/got.c -ldl -lpthread
+GOT_FIX = $(BUILD)/tests/got
+$(GOT_FIX)/fixture_got_now.so: tests/unit/fixture_got.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -fPIC -shared -Wl,-z,relro,-z,now -o $@ $<
+$(GOT_FIX)/fixture_got_lazy.so: tests/unit/fixture_got.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -fPIC -shared -Wl,-z,norelro,-z,lazy -o $@ $<
+GOT_FIXTURES = $(GOT_FIX)/fixture_got_now.so $(GOT_FIX)/fixture_got_lazy.so
+$(UNIT_DIR)/test_got $(ASAN_DIR)/test_got: | $(GOT_FIXTURES)
 
 # The exporters' tests link the exporters, built for the flavour at hand.
 UNIT_EXPORT_OBJ = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(EXPORT_SRC))
@@ -78,16 +91,19 @@ define run_tests
 	done; if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
 endef
 
+# The tests that take an argument, written TEST@ARG.
+with_args = $(patsubst %/test_got,%/test_got@$(GOT_FIX),$(1))
+
 include tests/unit/native.mk
 include tests/unit/export.mk
 
 unit: $(UNIT_BINS) $(BIN)/strata unit-native
-	$(call run_tests,$(UNIT_BINS),)
+	$(call run_tests,$(call with_args,$(UNIT_BINS)),)
 	tests/unit/report-cli.sh $(BIN)/strata
 	$(if $(FUZZ_IN_UNIT),$(MAKE) fuzz FUZZ_SECONDS=20)
 
 asan: $(ASAN_BINS) $(ASAN_DIR)/strata asan-native
-	$(call run_tests,$(ASAN_BINS),$(SAN_ENV))
+	$(call run_tests,$(call with_args,$(ASAN_BINS)),$(SAN_ENV))
 	$(SAN_ENV) tests/unit/report-cli.sh $(ASAN_DIR)/strata
 
 # ---- fuzzing ------------------------------------------------------------
