@@ -12,6 +12,7 @@ strata helper's (this script is a child subreaper, as in overhead.py).
     scripts/benchenv.sh                       # memray into .venvs/3.11.x
     bench/objects.py --runs 5                 # python: that virtualenv's
     bench/objects.py --python /usr/bin/python3 --runs 5 --no-memray
+    bench/objects.py --workload numpy --runs 5      # libc malloc from NumPy
 
 Configurations: strata --objects at the default rate (512 KiB), at 64 KiB,
 and --objects --native; strata without --objects for reference;
@@ -49,7 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import STRATA, become_subreaper, reap_helpers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / "bench" / "workloads" / "allocs.py"
+WORKLOADS = {
+    # allocation-heavy pure Python: the cost the target is about
+    "allocs": (ROOT / "bench" / "workloads" / "allocs.py", "20"),
+    # libc malloc/free from NumPy's C code at its highest rate
+    "numpy": (ROOT / "bench" / "workloads" / "numpy_small.py", "5"),
+}
+WORK = WORKLOADS["allocs"][0]
 
 
 def cpu_of(cmd, env=None):
@@ -128,12 +135,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default=None)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--n", default="20", help="workload size (x100 000 iterations)")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="allocs",
+                    help="allocs (pure Python, the default) or numpy (libc malloc from NumPy)")
+    ap.add_argument("--n", default=None, help="workload size (x100 000 iterations; allocs 20, numpy 5)")
     ap.add_argument("--no-memray", action="store_true")
     ap.add_argument("--only", default="", help="configurations whose name starts with one of these (comma list)")
     ap.add_argument("--compare", default=None, help="another strata executable to run --objects with")
     ap.add_argument("--shares", type=int, default=0, help="instead: N runs each under perf, CPU shares by object")
     a = ap.parse_args()
+    global WORK
+    WORK, default_n = WORKLOADS[a.workload]
+    a.n = a.n or default_n
     py = a.python
     if not py:
         py = subprocess.run([str(ROOT / "scripts" / "benchenv.sh")], capture_output=True, text=True).stdout.strip()
@@ -159,8 +171,8 @@ def main():
                 ratios.setdefault(name, []).append(cpu / base)
             print("round %d: plain %.2f s" % (r + 1, base), file=sys.stderr)
     ver = subprocess.run([py, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True).stdout.strip()
-    print("Python %s, workload allocs.py %s, %d rounds, plain run median %.2f s CPU" % (ver, a.n, a.runs,
-                                                                                     statistics.median(plain)))
+    print("Python %s, workload %s %s, %d rounds, plain run median %.2f s CPU" % (
+        ver, WORK.name, a.n, a.runs, statistics.median(plain)))
     print("| configuration | CPU time / plain (median, min-max) | min CPU / min plain |")
     print("|---|---|---|")
     for name, rs in ratios.items():
