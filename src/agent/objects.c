@@ -13,10 +13,11 @@
  * wedges: docs/objects.md.
  *
  * Every hook call costs a thread-local subtraction (bytes left until the
- * next sample point) and, for frees, one byte load from a counting filter
- * of the sampled blocks. At a sample point the thread captures its stack
- * into its ring exactly as the sampling signal does (sampler.c), without
- * allocating, and enters the block into the shared table. Reentrancy: a
+ * next sample point) and, for frees, one bit test in a filter of the
+ * sampled blocks (a bit per cell of a counting filter). At a sample point
+ * the thread captures its stack into its ring exactly as the sampling
+ * signal does (sampler.c), without allocating, and enters the block into
+ * the shared table. Reentrancy: a
  * thread busy sampling ignores its own calls; RAW calls made by the OBJ
  * and MEM allocators underneath a hooked call are not counted twice.
  */
@@ -132,6 +133,25 @@ static inline __attribute__((always_inline)) void here(ucontext_t *uc)
 	g[REG_R15] = (greg_t)r[7];
 }
 
+/* A sampled block in a filter cell, and one gone. A cell's bit is set
+ * while its count is not zero: set after an increment; cleared by the
+ * decrement to zero, which then looks again and sets it back if an
+ * increment came in between (these are rare: samples and their frees). */
+static void filter_add(struct objtab *t, uint32_t f)
+{
+	atomic_fetch_add(&t->filter[f], 1);
+	atomic_fetch_or(&t->filter_bits[f >> 3], (uint8_t)(1u << (f & 7)));
+}
+
+static void filter_remove(struct objtab *t, uint32_t f)
+{
+	if (atomic_fetch_sub(&t->filter[f], 1) != 1)
+		return;
+	atomic_fetch_and(&t->filter_bits[f >> 3], (uint8_t)~(1u << (f & 7)));
+	if (atomic_load(&t->filter[f]))
+		atomic_fetch_or(&t->filter_bits[f >> 3], (uint8_t)(1u << (f & 7)));
+}
+
 /* Enters a sampled block; its slot, or UINT32_MAX if the window is full. */
 static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint64_t size, int domain)
 {
@@ -156,7 +176,7 @@ static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint6
 		e->scans = 0;
 		e->free_ns = 0;
 		atomic_store_explicit(&e->type, OBJTYPE_UNKNOWN, memory_order_relaxed);
-		atomic_fetch_add_explicit(&t->filter[f], 1, memory_order_relaxed);
+		filter_add(t, f);
 		atomic_store_explicit(&e->state, OBJ_LIVE, memory_order_release);
 		return k;
 	}
@@ -167,7 +187,7 @@ static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint6
 static void table_release(struct objtab *t, uint32_t k)
 {
 	struct objent *e = &t->e[k];
-	atomic_fetch_sub_explicit(&t->filter[objfilter_slot(e->addr)], 1, memory_order_relaxed);
+	filter_remove(t, objfilter_slot(e->addr));
 	atomic_fetch_and(&t->used[k / 64], ~(1ull << (k % 64)));
 	atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
 }
@@ -315,7 +335,7 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 		e->free_ns = mono_ns();
 		uint32_t exp = OBJ_LIVE;
 		if (atomic_compare_exchange_strong(&e->state, &exp, OBJ_FREED))
-			atomic_fetch_sub_explicit(&t->filter[objfilter_slot(a)], 1, memory_order_relaxed);
+			filter_remove(t, objfilter_slot(a));
 		return;
 	}
 	(void)domain;
@@ -324,7 +344,10 @@ static void __attribute__((noinline)) freed_slow(int domain, void *p)
 static inline void freed(int domain, void *p)
 {
 	struct objtab *t = tab;
-	if (p && t && atomic_load_explicit(&t->filter[objfilter_slot((uint64_t)(uintptr_t)p)], memory_order_relaxed))
+	if (!p || !t)
+		return;
+	uint32_t f = objfilter_slot((uint64_t)(uintptr_t)p);
+	if (atomic_load_explicit(&t->filter_bits[f >> 3], memory_order_relaxed) & (1u << (f & 7)))
 		freed_slow(domain, p);
 }
 
@@ -429,7 +452,7 @@ HOOKS(obj, D_OBJ)
  * allocations are sampled, and put back when sampling stops. The hooks
  * call the functions the global scope binds (libc's, or a preloaded
  * allocator's). The cost is that of the PyMem hooks: a subtraction and a
- * jump; a free, one byte of the filter. */
+ * jump; a free, one bit of the filter. */
 static struct {
 	void *(*malloc)(size_t);
 	void *(*calloc)(size_t, size_t);
