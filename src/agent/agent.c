@@ -770,9 +770,10 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 		threads_register_existing();
 	else
 		thread_register("MainThread", 1);
-	/* Loaded from Python (the GIL is held): hooks in if recording. */
+	/* Loaded into a running process: hooks in if recording and the GIL
+	 * is held (else at the next audit event). */
 	if (by_tid)
-		objects_sync();
+		objects_loaded();
 	/* Loaded from Python (the GIL is held): check now if need be. */
 	if (by_tid && atomic_load(&agent.layout) == LAYOUT_PENDING) {
 		layout_decide();

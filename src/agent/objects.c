@@ -755,18 +755,55 @@ int objects_fresh(void)
 	return agent.objtab ? 0 : -1;
 }
 
+static int (*add_audit_hook)(int (*)(const char *, void *, void *), void *);
+static int (*gil_check)(void);
+
+/* Whether this thread holds the GIL (an agent loaded into a running
+ * process: by the Python module, a PEP 768 script, or a thread that
+ * ptrace borrowed while it ran bytecode). */
+static int gil_held(void)
+{
+	return gil_check && gil_check();
+}
+
+/* Loaded into a running interpreter, run by its main thread with the GIL
+ * (Py_AddPendingCall) when the thread that loaded the agent did not hold
+ * it: the audit hook, and the hooks if sampling is on. */
+static int late_setup(void *arg)
+{
+	(void)arg;
+	if (add_audit_hook(objects_audit, NULL) == 0)
+		objects_sync();
+	return 0;
+}
+
 int objects_setup(void)
 {
 	*(void **)&get_allocator = dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
 	*(void **)&set_allocator = dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
-	int (*add)(int (*)(const char *, void *, void *), void *);
-	*(void **)&add = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
-	if (!get_allocator || !set_allocator || !add || !agent_py->obj_type || !agent_py->type_name)
+	*(void **)&add_audit_hook = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+	*(void **)&gil_check = dlsym(RTLD_DEFAULT, "PyGILState_Check");
+	int (*pending)(int (*)(void *), void *);
+	*(void **)&pending = dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+	if (!get_allocator || !set_allocator || !add_audit_hook || !agent_py->obj_type || !agent_py->type_name)
 		return -1;
 	if (!agent.objtab && objects_fresh())
 		return -1;
 	sample_alloc_init();
 	if (lc_setup())
 		agent_log("libc's allocation functions were not found: --objects sees CPython's allocators only");
-	return add(objects_audit, NULL) == 0 ? 0 : -1;
+	/* Preloaded: before Py_Initialize (the audit hook then waits for the
+	 * interpreter to run). Loaded into a running one: with the GIL, now
+	 * (objects_loaded puts the hooks in), or from the main thread's next
+	 * pending call: PySys_AddAuditHook runs the program's audit hooks,
+	 * which need it. */
+	if (!agent.by_tid || gil_held())
+		return add_audit_hook(objects_audit, NULL) == 0 ? 0 : -1;
+	return pending && pending(late_setup, NULL) == 0 ? 0 : -1;
+}
+
+void objects_loaded(void)
+{
+	if (gil_held())
+		objects_sync();
 }

@@ -116,6 +116,9 @@ int objects_fresh(void);
 /* With the GIL held: hooks in if allocations are to be sampled now, out
  * if not. */
 void objects_sync(void);
+/* An agent loaded into a running process, at the end of its setup: the
+ * same if this thread holds the GIL (else the audit hook does it). */
+void objects_loaded(void);
 
 /* ---- the helper (writer-objects.c) ---- */
 

@@ -138,7 +138,10 @@ static void describe(const char *reply, char *out, size_t n)
 		w += snprintf(out + w, n - (size_t)w, " --perf-map");
 	unsigned d = (unsigned)strtoul(ctl_value(reply, "depth", v, sizeof(v)), NULL, 10);
 	if (d && d != 512 && w > 0 && (size_t)w < n)
-		snprintf(out + w, n - (size_t)w, " --max-depth %u", d);
+		w += snprintf(out + w, n - (size_t)w, " --max-depth %u", d);
+	unsigned long long ob = strtoull(ctl_value(reply, "objects", v, sizeof(v)), NULL, 10);
+	if (ob && w > 0 && (size_t)w < n)
+		snprintf(out + w, n - (size_t)w, " --objects-rate %llu", ob);
 }
 
 /* Whether the running agent (its status reply) samples as asked. */
@@ -154,6 +157,7 @@ void attach_want_from(struct attach_want *w, const struct launch_opts *o, int fi
 		.max_depth = o->max_depth,
 		.events = o->events,
 		.jit_lines = o->jit_lines,
+		.objects = o->objects_rate,
 	};
 }
 
@@ -166,7 +170,8 @@ static int check_want(pid_t pid, const char *reply, const struct attach_want *wa
 			   atoi(ctl_value(reply, "native", v, sizeof(v))) == !!want->native &&
 			   atoi(ctl_value(reply, "perfmap", v, sizeof(v))) == !!want->perf_map &&
 			   strtoul(ctl_value(reply, "depth", v, sizeof(v)), NULL, 10) == want->max_depth &&
-			   !strcmp(ctl_value(reply, "events", v, sizeof(v)), ev);
+			   !strcmp(ctl_value(reply, "events", v, sizeof(v)), ev) &&
+			   strtoull(ctl_value(reply, "objects", v, sizeof(v)), NULL, 10) == want->objects;
 		if (!same) {
 			describe(reply, have, sizeof(have));
 			snprintf(err, errlen,

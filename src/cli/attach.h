@@ -19,7 +19,7 @@
 #include "../lib/launch.h"
 
 /* What the caller asks of the agent. Its sampling settings (mode,
- * native stacks, events, depth, perf maps) are fixed when the agent
+ * native stacks, events, depth, perf maps, allocations) are fixed when the agent
  * starts: an attach that loads it loads it with these; an agent already
  * running with other settings is refused (when `fixed`). */
 struct attach_want {
@@ -30,6 +30,7 @@ struct attach_want {
 	unsigned max_depth;
 	const char *events;    /* '+'-joined names; NULL or "": sampling by time */
 	int jit_lines;         /* the process must have NUMBA_DEBUGINFO set (Numba's line tables) */
+	unsigned long long objects; /* --objects: its rate in bytes; 0: allocations not sampled */
 };
 
 /* The settings of o asked of the agent: its options string (written into

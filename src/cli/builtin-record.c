@@ -20,8 +20,6 @@
 #include "../lib/profile.h"
 #include "../export/export.h"
 
-/* One allocation sample per this many bytes on average (docs/objects.md). */
-#define OBJECTS_DEFAULT_RATE 524288ull
 
 static const char usage_text[] =
 	"usage: strata record [options] -- COMMAND [ARGS...]\n"
@@ -53,8 +51,8 @@ static const char usage_text[] =
 	"      --paused         start with sampling off; 'strata ctl PID start' turns it on\n"
 	"                       (docs/control.md)\n"
 	"  -p, --pid PID        attach to running Python process PID instead of running a\n"
-	"                       command; the agent is loaded with the options given (all\n"
-	"                       but --objects), fixed from then on (docs/attach.md)\n"
+	"                       command; the agent is loaded with the options given,\n"
+	"                       fixed from then on (docs/attach.md)\n"
 	"  -d, --duration SECS  with --pid: stop after SECS seconds (default: until Ctrl-C\n"
 	"                       or the process ends)\n"
 	"      --native         record native (C/C++) frames too, merged with the Python\n"
@@ -324,11 +322,6 @@ int cmd_record(int argc, char **argv)
 		if (optind < argc) {
 			errorf("--pid records a running process: give no command");
 			die_usage(usage_text);
-		}
-		if (o.objects_rate) {
-			errorf("--objects cannot be used with --pid: CPython's allocator hooks can only be put in "
-			       "before the program allocates (start it with strata record --objects)");
-			return 2;
 		}
 	} else if (duration > 0) {
 		errorf("--duration only makes sense with --pid");

@@ -43,8 +43,9 @@ static const char usage_text[] =
 	"\n"
 	"options:\n"
 	"  -p, --pid PID        attach to a running process instead of running COMMAND;\n"
-	"                       --mode, --native and -e then load its agent with them, or\n"
-	"                       must be what its agent has (as for strata record --pid)\n"
+	"                       --mode, --native, -e and --objects then load its agent\n"
+	"                       with them, or must be what its agent has (as for\n"
+	"                       strata record --pid)\n"
 	"  -F, --freq HZ        samples per second per thread (default: 1000)\n"
 	"      --mode MODE      cpu (default) or wall, as for strata record\n"
 	"      --native         record native frames too (docs/native.md)\n"
@@ -311,6 +312,7 @@ int cmd_top(int argc, char **argv)
 	struct top_launch L = { 0 };
 	static char *ropts[16];
 	int nro = 0, no_curses = 0, fixed = 0, objects = 0;
+	unsigned long long objects_rate = 0;
 	const char *type = NULL, *mode_arg = NULL, *events_arg = NULL;
 	int native = 0;
 	unsigned pid = 0, rows = 15;
@@ -391,10 +393,17 @@ int cmd_top(int argc, char **argv)
 			if (!objects)
 				ropts[nro++] = "--objects";
 			objects = 1;
+			if (!objects_rate)
+				objects_rate = OBJECTS_DEFAULT_RATE;
 			fixed = 1;
 			break;
-		case 'R':
-			/* strata record checks the rate. */
+		case 'R': {
+			char *end;
+			objects_rate = strtoull(optarg, &end, 10);
+			if (!*optarg || *end || objects_rate < 1 || objects_rate > (1ull << 40)) {
+				errorf("invalid --objects-rate '%s': expected a number of bytes (1..2^40)", optarg);
+				return 2;
+			}
 			if (!objects)
 				ropts[nro++] = "--objects";
 			objects = 1;
@@ -402,6 +411,7 @@ int cmd_top(int argc, char **argv)
 			ropts[nro++] = optarg;
 			fixed = 1;
 			break;
+		}
 		case 'Y':
 			if (strlen(optarg) >= sizeof(T.s.type)) {
 				errorf("--type '%.40s...': too long", optarg);
@@ -432,14 +442,9 @@ int cmd_top(int argc, char **argv)
 	 * record --pid, or must already have them. */
 	static struct attach_want want;
 	static char agent_opts[1024], agent_events[512];
-	if (pid && objects) {
-		errorf("--objects is fixed when a process starts: it cannot be turned on with --pid (a process "
-		       "recorded with it shows its allocations in the objects view all the same)");
-		return 2;
-	}
 	if (pid && fixed) {
 		struct launch_opts lo = { .mode = MODE_CPU, .rate_hz = L.rate_hz ? L.rate_hz : 1000, .max_depth = 512,
-					  .native = native };
+					  .native = native, .objects_rate = objects_rate };
 		if (mode_arg && !strcmp(mode_arg, "wall")) {
 			lo.mode = MODE_WALL;
 		} else if (mode_arg && strcmp(mode_arg, "cpu")) {

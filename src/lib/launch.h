@@ -11,6 +11,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* --objects: one allocation sample per this many bytes on average
+ * (docs/objects.md). */
+#define OBJECTS_DEFAULT_RATE 524288ull
+
 struct launch_opts {
 	const char *output;      /* profile path */
 	int mode;                /* MODE_CPU / MODE_WALL */

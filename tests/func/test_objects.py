@@ -246,6 +246,61 @@ def test_program_replaces_malloc(python, tmp_path):
     assert 150e6 <= libc["alloc-bytes"] <= 245e6, libc
 
 
+def test_attach_mid_run(python, tmp_path):
+    """record --pid --objects on a process started without strata: the
+    hooks go in (PyMem and an extension's GOT), the 1:3 dict split of what
+    is allocated meanwhile comes out, and after the detach the hooks are
+    out again; the program ends as it would have."""
+    import subprocess
+    import threading
+    import time
+    from conftest import PROGRAMS, STRATA
+    from test_attach import plain
+    from test_control import wait_for
+    from test_native import build_ext
+
+    interp = python.require()
+    so = build_ext(interp, tmp_path)
+    state = tmp_path / "state"
+    p = plain(interp, PROGRAMS / "objects_attach.py", state, 14, so)
+
+    def now():
+        return state.read_text() if state.exists() else None
+
+    try:
+        assert wait_for(lambda: now() is not None, 30)
+        assert now() == "off"
+        seen = set()
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                seen.add(now())
+                time.sleep(0.01)
+
+        w = threading.Thread(target=watch)
+        w.start()
+        out = tmp_path / "a.strata"
+        try:
+            r = subprocess.run([str(STRATA), "record", "--pid", str(p.pid), "-d", "3", *RATE, "-o", str(out)],
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            done.set()
+            w.join()
+        assert r.returncode == 0, r.stderr
+        assert "on" in seen, seen
+        assert not [x for x in seen if x and x.startswith("mixed")], seen
+        rep = json.loads(strata("report", "--json", "--type", "dict", out).stdout)
+        a1 = [f for f in rep["functions"] if f["name"] == "one"][0]["events"]["alloc-objects"]["total"]
+        a3 = [f for f in rep["functions"] if f["name"] == "three"][0]["events"]["alloc-objects"]["total"]
+        assert a1 + a3 > 0 and 0.68 <= a3 / (a1 + a3) <= 0.82, (a1, a3)
+        # Detached: the hooks come out (at the next sample point).
+        assert wait_for(lambda: now() == "off", 20), now()
+    finally:
+        o, e = p.communicate(timeout=120)
+    assert (p.returncode, o) == (0, "done\n"), (p.returncode, o, e)
+
+
 def test_type_filter_in_annotate_and_convert(debian_python, record):
     """--type keeps one type in annotate and convert as in report: the 3:1
     dict split is there at the lines that make the dicts, and what is left

@@ -311,8 +311,8 @@ def test_bad_command_and_options(debian_python):
     assert r.returncode == 2 and "invalid frequency" in r.stderr
     r = strata("top")
     assert r.returncode == 2
-    r = strata("top", "--pid", "1", "--objects")
-    assert r.returncode == 2 and "fixed when a process starts" in r.stderr
+    r = strata("top", "--pid", "1", "--objects-rate", "x")
+    assert r.returncode == 2 and "invalid --objects-rate" in r.stderr
 
 
 def test_attach_with_settings(debian_python):

@@ -100,9 +100,25 @@ def test_objects_view_on_screen(debian_python, screen):  # noqa: F811
     assert s.terminal_restored()
 
 
+def test_objects_view_attached(debian_python):
+    """top --pid --objects on a process started without strata loads its
+    agent with --objects: the dicts it makes show, three() above one()."""
+    from test_attach import plain
+    p = plain(debian_python, PROGRAMS / "objects_live.py", 4)
+    try:
+        r = strata("top", "--no-curses", "--pid", p.pid, "--objects", *RATE, "-i", "0.5", "-n", "8", timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "objects/s" in r.stdout, r.stdout
+        types, lines = final_tables(r.stdout)
+        assert "dict" in types, r.stdout
+    finally:
+        o, e = p.communicate(timeout=60)
+    assert p.returncode == 0 and "made" in o, (p.returncode, o, e)
+
+
 def test_objects_options(debian_python):
-    bad = strata("top", "--objects", "--pid", "1")
-    assert bad.returncode == 2 and "fixed when a process starts" in bad.stderr, bad.stderr
+    bad = strata("top", "--objects-rate", "0", "--pid", "1")
+    assert bad.returncode == 2 and "invalid --objects-rate" in bad.stderr, bad.stderr
     # A type not recorded (yet) is said, not an error: it may come.
     # --type records allocations without being told --objects.
     r = strata("top", "--no-curses", "--type", "NoSuchType", "-i", "0.5", "--",

@@ -55,24 +55,30 @@ def load_ext(so):
     return ext
 
 
+def state(ext):
+    """on, off, or mixed: strata's PyMem hooks, and with ext its GOT
+    redirection of the extension's malloc."""
+    py = hooked()
+    if ext:
+        slot = ext.malloc_slot()
+        got = "strata" if strata_s(slot) else "libc" if slot == real_malloc else "other %#x" % slot
+    else:
+        got = "strata" if py else "libc"
+    return "on" if py and got == "strata" else "off" if not py and got == "libc" else \
+        "mixed pymem=%s got=%s" % (py, got)
+
+
 def main(path, seconds, so=None):
     ext = load_ext(so) if so else None
     end = time.time() + seconds
     while time.time() < end:
         junk = [{"i": i} for i in range(2000)]
         del junk
-        py = hooked()
-        if ext:
-            slot = ext.malloc_slot()
-            got = "strata" if strata_s(slot) else "libc" if slot == real_malloc else "other %#x" % slot
-        else:
-            got = "strata" if py else "libc"
-        state = "on" if py and got == "strata" else "off" if not py and got == "libc" else \
-            "mixed pymem=%s got=%s" % (py, got)
+        state_now = state(ext)
         # open() raises an audit event, where a `ctl start` puts the
         # hooks back (docs/objects.md).
         with open(path + ".tmp", "w") as f:
-            f.write(state)
+            f.write(state_now)
         os.replace(path + ".tmp", path)
         time.sleep(0.01)
     print("done")

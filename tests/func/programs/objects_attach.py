@@ -1,0 +1,41 @@
+"""A program attached to mid-run with strata record --pid --objects
+(test_objects.py): one() and three() make dicts 1:3 in a loop, and the
+loop writes to STATEFILE whether strata's hooks are in (objects_hooks.py:
+"on", "off" or "mixed ..."), until SECONDS have passed.
+
+    objects_attach.py STATEFILE SECONDS EXT_SO
+"""
+import os
+import sys
+import time
+
+import objects_hooks
+
+
+def one():
+    batch = [dict(k=i) for i in range(1000)]
+    del batch
+
+
+def three():
+    for _ in range(3):
+        batch = [dict(k=i) for i in range(1000)]
+        del batch
+
+
+def main(path, seconds, so):
+    ext = objects_hooks.load_ext(so)
+    end = time.time() + seconds
+    while time.time() < end:
+        one()
+        three()
+        state = objects_hooks.state(ext)
+        with open(path + ".tmp", "w") as f:
+            f.write(state)
+        os.replace(path + ".tmp", path)
+        time.sleep(0.005)
+    print("done")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], float(sys.argv[2]), sys.argv[3])
