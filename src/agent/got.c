@@ -134,6 +134,44 @@ static uintptr_t dyn_ptr(const struct dl_phdr_info *info, const struct layout *L
 	return v >= L->lo && v < L->hi ? v : v + info->dlpi_addr;
 }
 
+/* What the dynamic section says of symbols and relocations. */
+struct dyninfo {
+	const ElfW(Sym) *symtab;
+	const char *strtab;
+	size_t strsz;
+	const ElfW(Rela) *jmprel, *rela; /* PLT relocations, the others */
+	size_t njmprel, nrela;
+};
+
+/* Returns 0, or -1 if the object has no symbols or relocations we read
+ * (DT_REL, or an odd entry size). */
+static int dyn_read(const struct dl_phdr_info *info, const struct layout *L, struct dyninfo *D)
+{
+	memset(D, 0, sizeof(*D));
+	size_t pltsz = 0, relasz = 0, relaent = sizeof(ElfW(Rela));
+	long pltrel = DT_RELA;
+	for (const ElfW(Dyn) *d = L->dyn; d && d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: D->symtab = (const ElfW(Sym) *)dyn_ptr(info, L, d->d_un.d_ptr); break;
+		case DT_STRTAB: D->strtab = (const char *)dyn_ptr(info, L, d->d_un.d_ptr); break;
+		case DT_STRSZ: D->strsz = d->d_un.d_val; break;
+		case DT_JMPREL: D->jmprel = (const ElfW(Rela) *)dyn_ptr(info, L, d->d_un.d_ptr); break;
+		case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
+		case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
+		case DT_RELA: D->rela = (const ElfW(Rela) *)dyn_ptr(info, L, d->d_un.d_ptr); break;
+		case DT_RELASZ: relasz = d->d_un.d_val; break;
+		case DT_RELAENT: relaent = d->d_un.d_val; break;
+		}
+	}
+	if (!D->symtab || !D->strtab || relaent != sizeof(ElfW(Rela)))
+		return -1;
+	if (pltrel != DT_RELA)
+		D->jmprel = NULL;
+	D->njmprel = D->jmprel ? pltsz / sizeof(ElfW(Rela)) : 0;
+	D->nrela = D->rela ? relasz / sizeof(ElfW(Rela)) : 0;
+	return 0;
+}
+
 static int store(uintptr_t *where, uintptr_t v, int relro)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -154,9 +192,12 @@ struct apply_ctx {
 	int patched;
 };
 
-static void take(struct apply_ctx *c, const struct layout *L, uint32_t oi, const ElfW(Rela) *r, size_t n,
-		 const ElfW(Sym) *symtab, const char *strtab, size_t strsz, uintptr_t base, unsigned mask)
+static void take(struct apply_ctx *c, const struct layout *L, const struct dyninfo *D, uint32_t oi,
+		 const ElfW(Rela) *r, size_t n, uintptr_t base, unsigned mask)
 {
+	const ElfW(Sym) *symtab = D->symtab;
+	const char *strtab = D->strtab;
+	size_t strsz = D->strsz;
 	for (size_t i = 0; i < n; i++) {
 		unsigned t = ELF64_R_TYPE(r[i].r_info);
 		if (t != R_X86_64_JUMP_SLOT && t != R_X86_64_GLOB_DAT)
@@ -212,30 +253,11 @@ static int apply_one(struct dl_phdr_info *info, size_t size, void *arg)
 	layout_of(info, &L);
 	if (!mask || !L.dyn || L.lo == UINTPTR_MAX)
 		return 0;
-	const ElfW(Sym) *symtab = NULL;
-	const char *strtab = NULL;
-	size_t strsz = 0, pltsz = 0, relasz = 0, relaent = sizeof(ElfW(Rela));
-	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-	long pltrel = DT_RELA;
-	for (const ElfW(Dyn) *d = L.dyn; d->d_tag != DT_NULL; d++) {
-		switch (d->d_tag) {
-		case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_STRTAB: strtab = (const char *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_STRSZ: strsz = d->d_un.d_val; break;
-		case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
-		case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
-		case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_RELASZ: relasz = d->d_un.d_val; break;
-		case DT_RELAENT: relaent = d->d_un.d_val; break;
-		}
-	}
-	if (!symtab || !strtab || relaent != sizeof(ElfW(Rela)))
+	struct dyninfo D;
+	if (dyn_read(info, &L, &D))
 		return 0;
-	if (jmprel && pltrel == DT_RELA)
-		take(c, &L, oi, jmprel, pltsz / sizeof(ElfW(Rela)), symtab, strtab, strsz, info->dlpi_addr, mask);
-	if (rela)
-		take(c, &L, oi, rela, relasz / sizeof(ElfW(Rela)), symtab, strtab, strsz, info->dlpi_addr, mask);
+	take(c, &L, &D, oi, D.jmprel, D.njmprel, info->dlpi_addr, mask);
+	take(c, &L, &D, oi, D.rela, D.nrela, info->dlpi_addr, mask);
 	return 0;
 }
 
@@ -386,12 +408,12 @@ struct bound_ctx {
 };
 
 /* The value of the object's slot of `type` for `name`, if bound. */
-static int bound_in(const struct dl_phdr_info *info, const struct layout *L, const ElfW(Rela) *r, size_t n,
-		    unsigned type, const ElfW(Sym) *symtab, const char *strtab, size_t strsz, struct bound_ctx *b)
+static int bound_in(const struct dl_phdr_info *info, const struct layout *L, const struct dyninfo *D,
+		    const ElfW(Rela) *r, size_t n, unsigned type, struct bound_ctx *b)
 {
 	for (size_t i = 0; r && i < n; i++) {
-		const ElfW(Sym) *s = &symtab[ELF64_R_SYM(r[i].r_info)];
-		if (ELF64_R_TYPE(r[i].r_info) != type || s->st_name >= strsz || strcmp(strtab + s->st_name, b->name))
+		const ElfW(Sym) *s = &D->symtab[ELF64_R_SYM(r[i].r_info)];
+		if (ELF64_R_TYPE(r[i].r_info) != type || s->st_name >= D->strsz || strcmp(D->strtab + s->st_name, b->name))
 			continue;
 		uintptr_t v = *(const uintptr_t *)(info->dlpi_addr + r[i].r_offset);
 		if (!(v >= L->lo && v < L->hi)) /* bound, not a lazy stub */
@@ -409,27 +431,13 @@ static int bound_one(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	struct layout L;
 	layout_of(info, &L);
-	const ElfW(Sym) *symtab = NULL;
-	const char *strtab = NULL;
-	size_t strsz = 0, pltsz = 0, relasz = 0;
-	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-	for (const ElfW(Dyn) *d = L.dyn; d && d->d_tag != DT_NULL; d++) {
-		switch (d->d_tag) {
-		case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_STRTAB: strtab = (const char *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_STRSZ: strsz = d->d_un.d_val; break;
-		case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
-		case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, &L, d->d_un.d_ptr); break;
-		case DT_RELASZ: relasz = d->d_un.d_val; break;
-		}
-	}
-	if (!symtab || !strtab)
+	struct dyninfo D;
+	if (dyn_read(info, &L, &D))
 		return 1;
 	/* The call's own slot; the linker may have calls go through the
 	 * address's slot (GLOB_DAT) when the object takes it too. */
-	if (!bound_in(info, &L, jmprel, pltsz / sizeof(ElfW(Rela)), R_X86_64_JUMP_SLOT, symtab, strtab, strsz, b))
-		bound_in(info, &L, rela, relasz / sizeof(ElfW(Rela)), R_X86_64_GLOB_DAT, symtab, strtab, strsz, b);
+	if (!bound_in(info, &L, &D, D.jmprel, D.njmprel, R_X86_64_JUMP_SLOT, b))
+		bound_in(info, &L, &D, D.rela, D.nrela, R_X86_64_GLOB_DAT, b);
 	return 1;
 }
 

@@ -5,7 +5,6 @@ loop writes to STATEFILE whether strata's hooks are in (objects_hooks.py:
 
     objects_attach.py STATEFILE SECONDS EXT_SO
 """
-import os
 import sys
 import time
 
@@ -29,10 +28,7 @@ def main(path, seconds, so):
     while time.time() < end:
         one()
         three()
-        state = objects_hooks.state(ext)
-        with open(path + ".tmp", "w") as f:
-            f.write(state)
-        os.replace(path + ".tmp", path)
+        objects_hooks.write_state(path, ext)
         time.sleep(0.005)
     print("done")
 

@@ -68,18 +68,22 @@ def state(ext):
         "mixed pymem=%s got=%s" % (py, got)
 
 
+def write_state(path, ext):
+    """The state, written whole (the test reads it meanwhile). open()
+    raises an audit event, where a `ctl start` puts the hooks back
+    (docs/objects.md)."""
+    with open(path + ".tmp", "w") as f:
+        f.write(state(ext))
+    os.replace(path + ".tmp", path)
+
+
 def main(path, seconds, so=None):
     ext = load_ext(so) if so else None
     end = time.time() + seconds
     while time.time() < end:
         junk = [{"i": i} for i in range(2000)]
         del junk
-        state_now = state(ext)
-        # open() raises an audit event, where a `ctl start` puts the
-        # hooks back (docs/objects.md).
-        with open(path + ".tmp", "w") as f:
-            f.write(state_now)
-        os.replace(path + ".tmp", path)
+        write_state(path, ext)
         time.sleep(0.01)
     print("done")
 
