@@ -38,6 +38,16 @@ def start_stuck(python, tmp_path):
     p = subprocess.Popen([str(python.exe), str(PROGRAMS / "stuck.py"), str(tmp_path)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline() == "ready\n", p.stderr.read()
+    # "ready" is printed just before the call into C: on a loaded machine
+    # the main thread can still be in print()'s write, GIL released. Wait
+    # (without pausing it) until it is in spin().
+    end_at = time.time() + 30
+    while time.time() < end_at:
+        r = strata("stack", "--json", "--nonblocking", p.pid, timeout=60)
+        main = [t for t in json.loads(r.stdout)["threads"] if t["tid"] == p.pid] if r.returncode == 0 else []
+        if main and main[0]["frames"] and main[0]["frames"][-1]["function"] == "spin":
+            break
+        time.sleep(0.05)
     return p
 
 
