@@ -613,7 +613,7 @@ static unsigned lc_mask(const struct dl_phdr_info *info, void *arg)
 
 /* Calls to each of them, never made: they give the agent the JUMP_SLOTs
  * that lc_setup reads (bound at load: linked -z now). */
-void *volatile lc_sink;
+static void *volatile lc_sink;
 __attribute__((used, noinline)) static void lc_refs(void)
 {
 	void *p;
