@@ -262,7 +262,7 @@ def test_attach_mid_run(python, tmp_path):
     interp = python.require()
     so = build_ext(interp, tmp_path)
     state = tmp_path / "state"
-    p = plain(interp, PROGRAMS / "objects_attach.py", state, 14, so)
+    p = plain(interp, PROGRAMS / "objects_attach.py", state, 60, so)
 
     def now():
         return state.read_text() if state.exists() else None
@@ -297,6 +297,7 @@ def test_attach_mid_run(python, tmp_path):
         # Detached: the hooks come out (at the next sample point).
         assert wait_for(lambda: now() == "off", 20), now()
     finally:
+        (tmp_path / "state.stop").touch()
         o, e = p.communicate(timeout=120)
     assert (p.returncode, o) == (0, "done\n"), (p.returncode, o, e)
 

@@ -1,10 +1,12 @@
 """A program attached to mid-run with strata record --pid --objects
 (test_objects.py): one() and three() make dicts 1:3 in a loop, and the
 loop writes to STATEFILE whether strata's hooks are in (objects_hooks.py:
-"on", "off" or "mixed ..."), until SECONDS have passed.
+"on", "off" or "mixed ..."), until STATEFILE.stop exists or SECONDS have
+passed.
 
     objects_attach.py STATEFILE SECONDS EXT_SO
 """
+import os
 import sys
 import time
 
@@ -25,7 +27,7 @@ def three():
 def main(path, seconds, so):
     ext = objects_hooks.load_ext(so)
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and not os.path.exists(path + ".stop"):
         one()
         three()
         objects_hooks.write_state(path, ext)
