@@ -183,7 +183,7 @@ static off_t src_size(struct src *s)
 	if (s->fd < 0) {
 		/* Tried on every pass, before the rings are drained, and again
 		 * before a stack with an address in no object is written
-		 * (perfread_cover): an entry is written before its code runs,
+		 * (writer.c): an entry is written before its code runs,
 		 * so every sample that can point into the code is written
 		 * after its entry was read. */
 		snprintf(path, sizeof(path), s->fmt, (int)R.pid);
@@ -341,24 +341,11 @@ static int tramp_read(void *ctx, uint64_t addr, uint8_t *buf, unsigned n)
 	return remote_read(buf, addr, n);
 }
 
-/* Reads the files again for a stack with an address in no object, and
- * names CPython's perf trampolines (pytramp.h) found as return addresses
+/* Names CPython's perf trampolines (pytramp.h) found as return addresses
  * in no object and in no perf-map entry yet. */
 void perfread_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 {
 	int added = 0;
-	/* An address in no object may be code whose entry was written after
-	 * this pass read the files, and run and sampled before the rings were
-	 * drained: the files are read again (a stat and an fstat each when
-	 * unchanged; a stack is interned once). */
-	for (uint32_t i = 0; i < n; i++)
-		if (!unwind_in_object(i ? addrs[i] - 1 : addrs[i])) {
-			uint32_t had = R.n;
-			read_map();
-			read_dump();
-			added = R.n != had;
-			break;
-		}
 	for (uint32_t i = 1; i < n; i++) {
 		/* Known already (the cheap test first: most are), or in an object. */
 		if (start_known(addrs[i] - 6) || start_known(addrs[i] - 10) || unwind_in_object(addrs[i] - 1))

@@ -13,17 +13,16 @@
 
 #include "../common/wire.h"
 
-/* Writer pass, before the rings are drained: appends REC_PERFMAP records
+/* Writer pass, before the rings are drained, and again before a stack
+ * with an address in no object is written: appends REC_PERFMAP records
  * for entries not yet in this stream (new lines since the last pass, or
  * every entry known after a stream reset) to `recs`. Cheap when nothing
  * changed: a stat and an fstat per file,
  * or a failed open while it does not exist. */
 void perfread_poll(struct wbuf *recs);
 
-/* Writer, before a REC_STACK with native addresses: when one is in no
- * object the files are read again, since code can be announced, run and
- * sampled between a pass's read and its drain of the rings. A return
- * address in no object that is just past the call of one of CPython's perf
+/* Writer, before a REC_STACK with native addresses: a return address in
+ * no object that is just past the call of one of CPython's perf
  * trampolines (recognized by its bytes, as the unwinder does) gets an
  * entry now if none was read for it, so that the stack is never read
  * before its trampolines are named: CPython 3.13's -X perf_jit writes its
