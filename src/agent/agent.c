@@ -770,10 +770,6 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 		threads_register_existing();
 	else
 		thread_register("MainThread", 1);
-	/* Loaded into a running process: hooks in if recording and the GIL
-	 * is held (else at the next audit event). */
-	if (by_tid)
-		objects_loaded();
 	/* Loaded from Python (the GIL is held): check now if need be. */
 	if (by_tid && atomic_load(&agent.layout) == LAYOUT_PENDING) {
 		layout_decide();
@@ -782,6 +778,12 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 			return -1;
 		}
 	}
+	/* Loaded into a running process: hooks in if recording and the GIL
+	 * is held (else from the pending call objects_setup queued). After
+	 * the layout check: the hooks wait for it, and a program that raises
+	 * no audit event would not get them later. */
+	if (by_tid)
+		objects_loaded();
 	return 0;
 fail:
 	if (log)

@@ -57,6 +57,20 @@ static void (*set_allocator)(int domain, pymem_alloc *in);
 static pymem_alloc orig[D_N];  /* what each hook calls */
 static pymem_alloc ours[D_N];
 static int installed;          /* changed with the GIL held only */
+/* Loaded into a running process for an attach: the CLI attaches its
+ * output and starts sampling through the helper, which cannot put the
+ * hooks in (that needs the GIL), and a program may raise no audit event
+ * for long. So the hooks go in at load, muted until sampling first
+ * starts (the first sample point after that clears this), for at most
+ * AWAIT_NS: an attach left paused does not keep them. The load time. */
+static _Atomic uint64_t awaiting;
+#define AWAIT_NS 5000000000ull
+
+static int still_awaiting(void)
+{
+	uint64_t t = atomic_load_explicit(&awaiting, memory_order_relaxed);
+	return t && mono_ns() - t < AWAIT_NS;
+}
 /* agent.objtab, one load away for the free hooks (agent is reached
  * through a pointer). */
 static struct objtab *tab;
@@ -206,10 +220,13 @@ static void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
 	if (!atomic_load_explicit(&agent.sampling, memory_order_relaxed)) {
 		/* Sampling is off: the hooks go (with the GIL, which OBJ and
 		 * MEM callers hold). */
-		if ((domain == D_MEM || domain == D_OBJ) && agent_py->phase() == STRATA_PHASE_RUNNING)
+		if ((domain == D_MEM || domain == D_OBJ) && agent_py->phase() == STRATA_PHASE_RUNNING &&
+		    !still_awaiting())
 			remove_hooks();
 		return;
 	}
+	if (atomic_load_explicit(&awaiting, memory_order_relaxed))
+		atomic_store_explicit(&awaiting, 0, memory_order_relaxed);
 	/* A fork child before its agent took over: the region is still
 	 * the parent's. The recording of allocations ends where the
 	 * interpreter starts finalizing (what is live then is live). */
@@ -720,12 +737,14 @@ void objects_sync(void)
 {
 	if (!agent.active || !agent.cfg.objects || getpid() != agent.pid)
 		return;
-	int want = atomic_load(&agent.sampling) && !atomic_load(&agent.stopping) &&
-		   atomic_load(&agent.has_output) && atomic_load(&agent.layout) == LAYOUT_OK &&
-		   agent_py->phase() == STRATA_PHASE_RUNNING;
-	if (want)
+	int running = !atomic_load(&agent.stopping) && agent_py->phase() == STRATA_PHASE_RUNNING;
+	int want = running && atomic_load(&agent.sampling) && atomic_load(&agent.has_output) &&
+		   atomic_load(&agent.layout) == LAYOUT_OK;
+	/* Loaded for an attach that has not started sampling yet. */
+	int early = running && still_awaiting() && atomic_load(&agent.layout) != LAYOUT_BAD;
+	if (want || early)
 		install_hooks();
-	else if (!atomic_load(&agent.stopping) && agent_py->phase() == STRATA_PHASE_RUNNING)
+	else if (running)
 		remove_hooks();
 }
 
@@ -797,6 +816,7 @@ int objects_setup(void)
 	 * (objects_loaded puts the hooks in), or from the main thread's next
 	 * pending call: PySys_AddAuditHook runs the program's audit hooks,
 	 * which need it. */
+	atomic_store(&awaiting, agent.by_tid && agent.standby ? mono_ns() : 0);
 	if (!agent.by_tid || gil_held())
 		return add_audit_hook(objects_audit, NULL) == 0 ? 0 : -1;
 	return pending && pending(late_setup, NULL) == 0 ? 0 : -1;
