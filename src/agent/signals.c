@@ -101,9 +101,34 @@ static void chain(int sig, siginfo_t *si, void *uc)
  * main thread blocks in read(). Restarted under ours, the call would
  * block again. So when such a signal is pending and not blocked by the
  * interrupted code, the call returns EINTR as it would have: %rax =
- * -EINTR, past the `syscall`. fork/clone restart whatever the handler
- * (ERESTARTNOINTR), and are left alone. Async-signal-safe.
+ * -EINTR, past the `syscall`. Only a call that blocks, and that the
+ * thread executed, is touched (below). Async-signal-safe.
  */
+#if defined(__x86_64__)
+/* The system calls that can block, and so be interrupted and restarted
+ * (-ERESTARTSYS and its kin). fork and clone restart whatever the
+ * handler (ERESTARTNOINTR) and are not here. */
+static int restartable(long nr)
+{
+	switch (nr) {
+	case SYS_read: case SYS_write: case SYS_readv: case SYS_writev: case SYS_pread64: case SYS_pwrite64:
+	case SYS_preadv: case SYS_pwritev: case 327 /* preadv2 */: case 328 /* pwritev2 */:
+	case SYS_open: case SYS_openat: case 437 /* openat2 */: case SYS_ioctl: case SYS_fcntl: case SYS_flock:
+	case SYS_connect: case SYS_accept: case SYS_accept4: case SYS_sendto: case SYS_recvfrom: case SYS_sendmsg:
+	case SYS_recvmsg: case SYS_sendmmsg: case SYS_recvmmsg: case SYS_wait4: case SYS_waitid:
+	case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_restart_syscall: case SYS_select: case SYS_pselect6:
+	case SYS_poll: case SYS_ppoll: case SYS_epoll_wait: case SYS_epoll_pwait: case 441 /* epoll_pwait2 */:
+	case SYS_futex: case 449 /* futex_waitv */: case SYS_rt_sigsuspend: case SYS_pause: case SYS_rt_sigtimedwait:
+	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop: case SYS_mq_timedsend:
+	case SYS_mq_timedreceive: case SYS_io_getevents: case 333 /* io_pgetevents */: case SYS_splice: case SYS_tee:
+	case SYS_sendfile: case 318 /* getrandom */: case 426 /* io_uring_enter */:
+		return 1;
+	default:
+		return 0;
+	}
+}
+#endif
+
 static void keep_interruption(void *ucv)
 {
 #if defined(__x86_64__)
@@ -111,8 +136,17 @@ static void keep_interruption(void *ucv)
 	greg_t *g = uc->uc_mcontext.gregs;
 	const volatile uint8_t *ip = (const volatile uint8_t *)(uintptr_t)g[REG_RIP];
 	long nr = (long)g[REG_RAX];
-	if (!ip || ip[0] != 0x0f || ip[1] != 0x05 || nr < 0 || nr == SYS_fork || nr == SYS_vfork || nr == SYS_clone ||
-	    nr == 435 /* clone3 */)
+	/* A `syscall` the thread has not executed yet looks much the same:
+	 * the number loaded, the instruction next. Skipping such a call
+	 * would fail one that cannot fail (getppid), or step past
+	 * rt_sigreturn into whatever follows it. So only a call the kernel
+	 * can restart is touched (one that blocks: for it, EINTR before any
+	 * work is a result it may give anyway), and only when %rcx holds
+	 * the address past the instruction, as the instruction leaves it and
+	 * the kernel's rewind keeps it (a call not executed has it only if
+	 * the last call was made by the same instruction). */
+	if (!ip || (uint64_t)g[REG_RCX] != (uint64_t)g[REG_RIP] + 2 || ip[0] != 0x0f || ip[1] != 0x05 ||
+	    !restartable(nr))
 		return;
 	sigset_t pend;
 	if (sigpending(&pend) != 0)
