@@ -558,7 +558,7 @@ int unwind_poll(struct wbuf *recs)
 	return poll_objects(recs, 1, 0);
 }
 
-void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
+int unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 {
 	/* The helper owns the snapshots: reading the current one needs no
 	 * hazard pointer here. */
@@ -567,9 +567,10 @@ void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs)
 		uint64_t pc = i ? addrs[i] - 1 : addrs[i];
 		if (!sn || !usnap_find(sn, pc)) {
 			poll_objects(recs, 0, 1);
-			return;
+			return 1;
 		}
 	}
+	return 0;
 }
 
 int unwind_in_object(uint64_t pc)

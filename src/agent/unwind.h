@@ -27,8 +27,10 @@ int unwind_poll(struct wbuf *recs);
 
 /* Helper's writer, before a REC_STACK: the objects its native addresses point into
  * must be announced first (REC_MODULE in `recs`), also those loaded since
- * the last pass, which the handler found with _dl_find_object. */
-void unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs);
+ * the last pass, which the handler found with _dl_find_object. Returns 1
+ * when an address was in no object known before (so the objects were
+ * read again): generated code, or an object mapped since; else 0. */
+int unwind_cover(const uint64_t *addrs, uint32_t n, struct wbuf *recs);
 
 /* Helper's writer: whether pc is in an object of the current snapshot (else it is
  * run-time generated code, or an object not scanned yet). */

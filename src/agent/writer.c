@@ -575,16 +575,6 @@ added:
 	return id;
 }
 
-/* Whether an address of a stack (the pc, then return addresses) is in no
- * object the unwinder knows: generated code, or an object mapped since. */
-static int outside_objects(const uint64_t *native, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		if (!unwind_in_object(i ? native[i] - 1 : native[i]))
-			return 1;
-	return 0;
-}
-
 static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, const uint64_t *native)
 {
 	/* Code records must precede the stack record that names them. */
@@ -624,14 +614,14 @@ static uint32_t stack_index(const struct rsample *h, const struct strata_pyframe
 	if (h->nnative) {
 		/* Without --native the one address is a JIT leaf, which its
 		 * REC_JIT_IMAGE covers: no object to announce. */
-		if (agent.cfg.native)
-			unwind_cover(native, h->nnative, &W.recs);
+		int outside = agent.cfg.native ? unwind_cover(native, h->nnative, &W.recs) : 1;
 		/* The CLI names a stack's addresses when the stack arrives, and
 		 * generated code can be announced, run and sampled between this
 		 * pass's reading of the perf map and JIT list and its draining
-		 * of the rings: read them again first. Cheap when nothing
-		 * changed, and a stack is written once. */
-		if (outside_objects(native, h->nnative)) {
+		 * of the rings: read them again first, for a stack with an
+		 * address in no object. Cheap when nothing changed, and a stack
+		 * is written once. */
+		if (outside) {
 			perfread_poll(&W.recs);
 			jit_poll(&W.recs);
 		}
