@@ -22,7 +22,7 @@ CC       ?= cc
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN      = -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers
-CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
+CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Isrc
 BASECFLAGS = -std=gnu11 $(WARN) $(CPPFLAGS) $(CFLAGS)
 STRATA_VERSION := 0.1.0
 
@@ -34,21 +34,19 @@ BIN      = $(BUILD)/bin
 LIBDIR   = $(BUILD)/lib/strata
 OBJ      = $(BUILD)/obj
 
+# Each program is built from its folders (docs/hacking.md has the map):
+#   src/common, src/lib, src/export, src/cli (and its family folders)  the CLI
+#   src/agent + src/shm   libstrata-agent.so, loaded into the profiled process
+#   src/agentd + src/shm  strata-agentd, the agent's helper process
+#   src/py                one module per CPython version (strata-py-X.Y.Z.so
+#                         beside the agent, strata-pyreader-X.Y.Z.so for the CLI)
 COMMON_SRC = $(wildcard src/common/*.c)
 LIB_SRC    = $(wildcard src/lib/*.c)
 EXPORT_SRC = $(wildcard src/export/*.c)
-CLI_SRC    = $(wildcard src/cli/*.c)
-# The agent is two programs (src/agent/agent.h): the library loaded into
-# the profiled process, and strata-agentd, its helper process.
-AGENT_SHARED = src/agent/shm.c src/agent/ring.c src/agent/slots.c src/agent/triggers.c src/agent/util.c \
-	       src/agent/grave.c src/agent/jitdump-map.c
-AGENT_SRC  = src/agent/agent.c src/agent/link.c src/agent/ctlsock.c src/agent/signals.c src/agent/sampler.c \
-	     src/agent/threads.c src/agent/process.c src/agent/sleeps.c src/agent/unwind.c src/agent/jit.c \
-	     src/agent/objects.c src/agent/got.c \
-	     $(AGENT_SHARED)
-AGENTD_SRC = src/agent/agentd.c src/agent/writer.c src/agent/writer-objects.c src/agent/control.c \
-	     src/agent/wall.c src/agent/scan.c src/agent/unwind-build.c src/agent/cfi-synth.c src/agent/jit-poll.c \
-	     src/agent/remote.c src/agent/perfread.c src/agent/jitdump.c src/agent/jit-find.c $(AGENT_SHARED)
+CLI_SRC    = $(wildcard src/cli/*.c src/cli/*/*.c)
+SHM_SRC    = $(wildcard src/shm/*.c)
+AGENT_SRC  = $(wildcard src/agent/*.c) $(SHM_SRC)
+AGENTD_SRC = $(wildcard src/agentd/*.c) $(SHM_SRC)
 
 CLI_LIBS   = -lzstd -lm
 # --native symbolization: elfutils, and libstdc++'s demangler.
@@ -61,7 +59,7 @@ CLI_LIBS  += -lcapstone
 CLI_LIBS  += -lncursesw -ltinfo
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt -lm
 # The helper derives unwind rules for JIT code without CFI with capstone,
-# which it loads with dlopen when it needs it (src/agent/cfi-synth.c).
+# which it loads with dlopen when it needs it (src/agentd/cfi-synth.c).
 AGENTD_LIBS = $(AGENT_LIBS)
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
@@ -123,15 +121,16 @@ $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENTD_LIBS)
 
 # The module resolves CPython's symbols from the process it is loaded into.
-PYMOD_SRC = src/agent/py/pyframes.c src/agent/py/srcqual.c src/agent/py/offcheck.c src/agent/py/pyobjects.c
-$(LIBDIR)/strata-py-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/py/pyobjects.h src/agent/pyapi.h src/common/format.h
+PYMOD_SRC = $(wildcard src/py/*.c)
+PYMOD_DEP = $(PYMOD_SRC) $(wildcard src/py/*.h) src/common/format.h
+$(LIBDIR)/strata-py-%.so: $(PYMOD_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
 		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
 
 # The same source as a reader of another process's interpreter (pyapi.h):
 # -z defs proves it refers to no symbol of CPython, so it loads anywhere.
-$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_SRC) src/agent/py/srcqual.h src/agent/py/offcheck.h src/agent/py/gcstate.h src/agent/py/pyobjects.h src/agent/pyapi.h src/common/format.h
+$(LIBDIR)/strata-pyreader-%.so: $(PYMOD_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
 		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread

@@ -37,17 +37,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "shm/agent.h"
 #include "ctlsock.h"
-#include "grave.h"
-#include "jitdump.h"
-#include "link.h"
-#include "objects.h"
-#include "shm.h"
-#include "unwind.h"
-#include "../common/format.h"
+#include "shm/grave.h"
+#include "shm/jitdump.h"
+#include "shm/link.h"
+#include "shm/objects.h"
+#include "shm/shm.h"
+#include "shm/unwind.h"
+#include "common/format.h"
 
-/* CPython minor versions src/agent/py/pyframes.c has accessors for (the
+/* CPython minor versions src/py/pyframes.c has accessors for (the
  * Makefile's SUPPORTED_MINORS): outside them, building cannot help. */
 #define PY_MINOR_FIRST 8
 #define PY_MINOR_LAST 15

@@ -18,9 +18,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "shm/agent.h"
 #include "ctlsock.h"
-#include "../common/ctlproto.h"
+#include "common/ctlproto.h"
 
 static struct {
 	int lfd;

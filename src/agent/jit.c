@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <ucontext.h>
 
-#include "agent.h"
-#include "../common/format.h"
+#include "shm/agent.h"
+#include "common/format.h"
 
 #define J (agent.jit)
 

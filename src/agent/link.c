@@ -15,7 +15,7 @@
  * their own, with every signal blocked: no handler of the program can run
  * there.
  */
-#include "link.h"
+#include "shm/link.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "shm.h"
+#include "shm/agent.h"
+#include "shm/shm.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

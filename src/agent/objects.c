@@ -33,11 +33,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "shm/agent.h"
 #include "got.h"
-#include "objects.h"
-#include "shm.h"
-#include "../common/format.h"
+#include "shm/objects.h"
+#include "shm/shm.h"
+#include "common/format.h"
 
 /* CPython's stable allocator API (pymem.h), declared here because the
  * core is built without Python's headers. */

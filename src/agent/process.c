@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "../common/format.h"
+#include "shm/agent.h"
+#include "common/format.h"
 
 extern char **environ;
 

@@ -20,11 +20,11 @@
 
 #include <link.h>
 
-#include "agent.h"
-#include "link.h"
-#include "objects.h"
-#include "unwind.h"
-#include "../common/format.h"
+#include "shm/agent.h"
+#include "shm/link.h"
+#include "shm/objects.h"
+#include "shm/unwind.h"
+#include "common/format.h"
 
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438

@@ -27,7 +27,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "shm/agent.h"
 
 int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static sighandler_t (*real_signal)(int, sighandler_t);

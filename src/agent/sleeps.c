@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "shm/agent.h"
 
 /* The next definitions, looked up when the library loads: several of
  * these are async-signal-safe and a program may call them from its own

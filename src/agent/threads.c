@@ -29,10 +29,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../common/procstat.h"
-#include "agent.h"
-#include "link.h"
-#include "../common/format.h"
+#include "common/procstat.h"
+#include "shm/agent.h"
+#include "shm/link.h"
+#include "common/format.h"
 
 TLS_IE __thread struct tslot *tls_slot;
 

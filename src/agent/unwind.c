@@ -33,14 +33,14 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "link.h"
-#include "unwind.h"
-#include "unwind-tables.h"
-#include "../common/cfi.h"
-#include "../common/elfsect.h"
-#include "../common/format.h"
-#include "../common/pytramp.h"
+#include "shm/agent.h"
+#include "shm/link.h"
+#include "shm/unwind.h"
+#include "shm/unwind-tables.h"
+#include "common/cfi.h"
+#include "common/elfsect.h"
+#include "common/format.h"
+#include "common/pytramp.h"
 
 /* glibc >= 2.35's _dl_find_object, looked up at start so the handler
  * never goes through lazy PLT binding; NULL before 2.35. */

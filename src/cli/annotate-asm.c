@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/jitsym.h"
+#include "lib/jitsym.h"
 
 struct hit {
 	uint64_t addr; /* an instruction address, or a return address + (1 << 63) */

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "../lib/profile.h"
+#include "lib/profile.h"
 
 struct jasm;
 

@@ -21,11 +21,11 @@
 
 #include "annotate-asm.h"
 #include "builtin.h"
-#include "../lib/json.h"
-#include "../lib/linecost.h"
-#include "../lib/profile.h"
-#include "../lib/ratios.h"
-#include "../lib/source.h"
+#include "lib/json.h"
+#include "lib/linecost.h"
+#include "lib/profile.h"
+#include "lib/ratios.h"
+#include "lib/source.h"
 
 static const char usage_text[] =
 	"usage: strata annotate [options] FILE [SOURCE.py|FUNCTION]\n"

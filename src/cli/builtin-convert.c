@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "../export/export.h"
-#include "../lib/profile.h"
+#include "export/export.h"
+#include "lib/profile.h"
 
 static const char usage_text[] =
 	"usage: strata convert FILE -f FORMAT [-o OUT] [options]\n"

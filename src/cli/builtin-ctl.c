@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "../common/ctlproto.h"
-#include "attach.h"
-#include "ctlclient.h"
+#include "common/ctlproto.h"
+#include "cli/attach/attach.h"
+#include "cli/attach/ctlclient.h"
 
 static const char usage_text[] =
 	"usage: strata ctl PID COMMAND\n"

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "builtin.h"
-#include "../common/format.h"
-#include "../common/perfmap.h"
-#include "../lib/reader.h"
+#include "common/format.h"
+#include "common/perfmap.h"
+#include "lib/reader.h"
 
 static const char usage_text[] =
 	"usage: strata dump [--samples] FILE\n"

@@ -12,13 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "attach.h"
+#include "cli/attach/attach.h"
 #include "builtin.h"
-#include "../common/format.h"
-#include "../lib/launch.h"
-#include "../lib/reader.h"
-#include "../lib/profile.h"
-#include "../export/export.h"
+#include "common/format.h"
+#include "lib/launch.h"
+#include "lib/reader.h"
+#include "lib/profile.h"
+#include "export/export.h"
 
 
 static const char usage_text[] =

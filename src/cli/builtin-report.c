@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "../lib/json.h"
-#include "../lib/profile.h"
+#include "lib/json.h"
+#include "lib/profile.h"
 #include "report-types.h"
-#include "../lib/ratios.h"
-#include "../lib/source.h"
+#include "lib/ratios.h"
+#include "lib/source.h"
 
 /* Event columns a table shows at most (the JSON has every event). */
 #define EVENTS_SHOWN_MAX 8

@@ -21,13 +21,13 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "ptstop.h"
-#include "pyproc.h"
-#include "stack-native.h"
-#include "../common/procstat.h"
-#include "../common/format.h"
-#include "../lib/json.h"
-#include "../lib/linetable.h"
+#include "cli/attach/ptstop.h"
+#include "cli/attach/pyproc.h"
+#include "cli/attach/stack-native.h"
+#include "common/procstat.h"
+#include "common/format.h"
+#include "lib/json.h"
+#include "lib/linetable.h"
 
 #define MAX_FRAMES 512
 #define MAX_PYTHREADS 4096

@@ -27,11 +27,11 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "top.h"
-#include "../common/format.h"
-#include "../common/snapshot.h"
-#include "../lib/launch.h"
-#include "../lib/reader.h"
+#include "cli/top/top.h"
+#include "common/format.h"
+#include "common/snapshot.h"
+#include "lib/launch.h"
+#include "lib/reader.h"
 
 static const char usage_text[] =
 	"usage: strata top [options] -- COMMAND [ARGS...]\n"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "../lib/profile.h"
+#include "lib/profile.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "dev"

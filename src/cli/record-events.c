@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "builtin.h"
-#include "../common/events.h"
+#include "common/events.h"
 
 /* Whether the kernel exposes a CPU PMU (hardware counters) at all: a VM
  * without a virtual PMU has none, and every hardware event fails there. */

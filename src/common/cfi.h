@@ -108,7 +108,7 @@ enum cfi_error {
  * is usable as long as the return value is CFI_OK. */
 int cfi_build_section(struct cfi_table *t, const struct cfi_source *s, int is_debug_frame, uint32_t *bad);
 
-/* Rules from elsewhere than DWARF (src/agent/cfi-synth.c: derived from the
+/* Rules from elsewhere than DWARF (src/agentd/cfi-synth.c: derived from the
  * machine code), for one function, as an FDE gives them: rules[k] holds
  * from pc[k] to pc[k + 1], the last up to end. */
 struct cfi_fnrows {

@@ -1,7 +1,7 @@
 /*
  * ctlproto.h — the control channel between a running agent and the CLI
  * (docs/control.md): where a process's socket lives, and how one request
- * and its reply travel. Shared by the agent (src/agent/control.c, the
+ * and its reply travel. Shared by the agent (src/agentd/control.c, the
  * server) and the CLI (src/lib/ctlclient.c).
  *
  * Location: $XDG_RUNTIME_DIR/strata/PID.sock when XDG_RUNTIME_DIR names a

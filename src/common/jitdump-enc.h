@@ -7,7 +7,7 @@
  * and code bytes). `perf inject --jit` turns each load into a small ELF
  * file that `perf report` symbolizes, lines included.
  *
- * Pure encoding into a wbuf: the agent (src/agent/jitdump.c) supplies the
+ * Pure encoding into a wbuf: the agent (src/agentd/jitdump.c) supplies the
  * code bytes and the output file; the unit tests run it on saved images.
  */
 #ifndef STRATA_JITDUMP_ENC_H

@@ -46,7 +46,7 @@
 
 #include "export.h"
 #include "labels.h"
-#include "../lib/intern.h"
+#include "lib/intern.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "dev"

@@ -15,7 +15,7 @@
 
 #include "export.h"
 #include "labels.h"
-#include "../lib/intern.h"
+#include "lib/intern.h"
 
 static void escape(char *s)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/json.h"
+#include "lib/json.h"
 #include "labels.h"
 
 void ob_init(struct ob *b, FILE *out)

@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "../lib/profile.h"
+#include "lib/profile.h"
 
 struct export_opts {
 	const char *title;       /* e.g. the command line; for formats with a title */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/format.h"
+#include "common/format.h"
 
 const char *path_base(const char *path)
 {

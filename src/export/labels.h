@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "../lib/profile.h"
+#include "lib/profile.h"
 
 enum label_flags {
 	LABEL_NO_LINE = 1 << 0,  /* function-level: "qualname (file)" for every line */

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/format.h"
+#include "common/format.h"
 
 struct jit_space;
 

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/format.h"
-#include "../common/fdio.h"
+#include "common/format.h"
+#include "common/fdio.h"
 
 extern const char *agent_dir(void);
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/format.h"
+#include "common/format.h"
 
 /* Offsets past this are garbage (real code objects are far smaller); the
  * cap keeps byte offsets and line sums inside 32 bits. */

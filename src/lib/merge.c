@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "../common/format.h"
+#include "common/format.h"
 
 int merge_is_eval_name(const char *name)
 {

@@ -8,8 +8,8 @@
 #define STRATA_PROFILE_INTERNAL_H
 
 #include "intern.h"
-#include "../common/format.h"
-#include "../common/perfmap.h"
+#include "common/format.h"
+#include "common/perfmap.h"
 #include "linetable.h"
 #include "profile.h"
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../common/format.h"
+#include "common/format.h"
 
 struct reader_stream {
 	uint64_t id;

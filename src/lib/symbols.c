@@ -17,8 +17,8 @@
  */
 #include "symbols.h"
 #include "merge.h"
-#include "../common/cfi.h"
-#include "../common/elfsect.h"
+#include "common/cfi.h"
+#include "common/elfsect.h"
 
 #include <dlfcn.h>
 #include <capstone/capstone.h>

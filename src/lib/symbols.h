@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/format.h"
+#include "common/format.h"
 
 struct symbolizer;
 struct sym_space;

@@ -11,7 +11,7 @@ NATIVE_TESTS   = $(BUILD)/tests/test_cfi $(BUILD)/tests/test_merge $(BUILD)/test
 # against the CFI clang and gcc write for a fixture built both ways.
 CFISYNTH_TEST  = $(BUILD)/tests/test_cfisynth
 CFISYNTH_FIX   = $(BUILD)/tests/cfisynth
-test_cfisynth_EXTRA = src/agent/cfi-synth.c
+test_cfisynth_EXTRA = src/agentd/cfi-synth.c
 # Each test with its argument (run_tests' TEST@ARG).
 NATIVE_RUNS    = $(NATIVE_TESTS:=@$(BUILD)/tests/fixture_native.so) $(CFISYNTH_TEST)@$(CFISYNTH_FIX)
 
@@ -19,7 +19,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(NATIVE_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) $(UNIT_DEFS) -o $@ $< $($(*F)_EXTRA) $(NATIVE_LIB_OBJ) $(CLI_LIBS) -ldl
 
-$(CFISYNTH_TEST): src/agent/cfi-synth.c src/agent/cfi-synth.h
+$(CFISYNTH_TEST): src/agentd/cfi-synth.c src/agentd/cfi-synth.h
 
 $(CFISYNTH_FIX)/clang.so: tests/unit/fixture_cfisynth.c
 	@mkdir -p $(dir $@)
@@ -46,7 +46,7 @@ unit-native: $(NATIVE_TESTS) $(CFISYNTH_TEST) $(BUILD)/tests/fixture_native.so $
 # library; leaks are errors).
 NATIVE_ASAN = $(patsubst $(BUILD)/tests/%,$(ASAN_DIR)/%,$(NATIVE_TESTS))
 CFISYNTH_ASAN = $(ASAN_DIR)/test_cfisynth
-$(CFISYNTH_ASAN): src/agent/cfi-synth.c src/agent/cfi-synth.h
+$(CFISYNTH_ASAN): src/agentd/cfi-synth.c src/agentd/cfi-synth.h
 
 .PHONY: asan-native
 asan-native: $(NATIVE_ASAN) $(CFISYNTH_ASAN) $(BUILD)/tests/fixture_native.so $(CFISYNTH_FIX)/clang.so \

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/agent/cfi-synth.h"
+#include "../../src/agentd/cfi-synth.h"
 #include "../../src/common/cfi.h"
 
 static int failures, checks;

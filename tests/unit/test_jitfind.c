@@ -1,6 +1,6 @@
 /*
  * test_jitfind.c — finding the GDB JIT descriptor of an LLVM that does not
- * name it (src/agent/jit-find.c), on this test's own executable and
+ * name it (src/agentd/jit-find.c), on this test's own executable and
  * memory: a descriptor defined as LLVM defines it, beside look-alikes.
  *
  * - jit_desc_candidates lists the descriptor and a fresh look-alike that
@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "../../src/agent/jit-find.h"
-#include "../../src/agent/remote.h"
+#include "../../src/agentd/jit-find.h"
+#include "../../src/agentd/remote.h"
 
 /* As LLVM's JITLoaderGDB.cpp / GDBRegistrationListener.cpp: the version
  * set statically. */

@@ -1,6 +1,6 @@
 /*
  * test_offcheck.c — the comparison of a module's compiled offsets with an
- * interpreter's _Py_DebugOffsets (src/agent/py/offcheck.c), on made-up
+ * interpreter's _Py_DebugOffsets (src/py/offcheck.c), on made-up
  * tables: the head CPython fixes (cookie, version, free_threaded) and a
  * few 8-byte fields after it.
  */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "test.h"
-#include "../../src/agent/py/offcheck.h"
+#include "../../src/py/offcheck.h"
 
 #define V3130 0x030D00F0u /* 3.13.0 final */
 #define V3135 0x030D05F0u

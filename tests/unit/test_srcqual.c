@@ -1,6 +1,6 @@
 /*
  * test_srcqual.c — unit test of the source-based qualified names used for
- * CPython 3.8-3.10 (src/agent/py/srcqual.c).
+ * CPython 3.8-3.10 (src/py/srcqual.c).
  *
  *   test_srcqual            built-in cases; exit status 0 if all pass
  *   test_srcqual --batch    reads "path<TAB>firstlineno<TAB>co_name" lines
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/agent/py/srcqual.h"
+#include "../../src/py/srcqual.h"
 
 static const char SRC[] =
 	"import os\n"                                   /* 1 */

@@ -38,10 +38,10 @@ ASAN_BINS    = $(patsubst tests/unit/%.c,$(ASAN_DIR)/%,$(UNIT_TESTS))
 
 # Tests of agent pieces compile those sources in (the agent is a preloaded
 # library, not something the tests link against).
-test_srcqual_EXTRA = src/agent/py/srcqual.c -lpthread
-test_offcheck_EXTRA = src/agent/py/offcheck.c
+test_srcqual_EXTRA = src/py/srcqual.c -lpthread
+test_offcheck_EXTRA = src/py/offcheck.c
 # remote_read is the test's own (its memory is the target's).
-test_jitfind_EXTRA = src/agent/jit-find.c
+test_jitfind_EXTRA = src/agentd/jit-find.c
 # The GOT redirection, on two builds of one fixture library (the argument:
 # where they are). The fixtures take no sanitizer: they are the kind of
 # library the agent meets.
@@ -113,7 +113,7 @@ FUZZ_CC      ?= clang
 FUZZ_JOBS    ?= 1
 FUZZ_SRC     = tests/fuzz/fuzz_reader.c $(UNIT_LIB_SRC) src/cli/builtin-report.c
 
-$(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h) tests/unit/synth.h tests/fuzz/coverage-ignore.txt
+$(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h src/*/*/*.h) tests/unit/synth.h tests/fuzz/coverage-ignore.txt
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=gnu11 -g -O1 $(CPPFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt -o $@ $(FUZZ_SRC) $(CLI_LIBS)

@@ -1,0 +1,504 @@
+/*
+ * agentd.c — strata-agentd: the helper process of one profiled process.
+ *
+ * Started by the profiled process (link.c) with, at fixed descriptor
+ * numbers, the shared region, the target's /proc/PID/mem and the control
+ * socket; arguments: the target's pid, and
+ * the region's address and size. It maps the region where the target has
+ * it, loads the reader of the target's interpreter version, and runs the
+ * writer, the control channel and (wall mode) the sampler in threads of
+ * its own, while its main thread watches the target:
+ *
+ *   - requests on the link (link.h; futex words in the shared region),
+ *     served by a thread of their own: a poke (wake the writer), the
+ *     perf events of new threads to open, the region to grow, or FINISH:
+ *     drain, end the stream, answer, leave;
+ *   - the target's old address space gone (its /proc/PID/mem descriptor
+ *     reads nothing) with the target alive: it exec'd without the exec
+ *     wrapper knowing: end the stream;
+ *   - the target's pidfd readable: it died (a signal, a crash, SIGKILL):
+ *     the rings are still here, so everything it sampled is written, and
+ *     the stream is ended.
+ *
+ * SIGTERM ends the stream (detached) and the helper; the target runs on
+ * unprofiled. Terminal signals do not reach the helper (it has a session
+ * of its own).
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/procstat.h"
+#include "shm/agent.h"
+#include "agentd.h"
+#include "shm/link.h"
+#include "remote.h"
+#include "shm/shm.h"
+#include "shm/unwind.h"
+#include "common/ctlproto.h"
+#include "common/format.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+static struct agent_state none;
+struct agent_state *agentp = &none;
+const struct strata_pyreader *agentd_reader;
+
+static struct {
+	int pidfd;
+	int term[2];
+	int quit[2];                 /* the link thread finished on request */
+	pthread_mutex_t finish_lock;
+	int finished;
+	int debug;
+	char ctl_path[256];
+	struct stat ctl_st;
+	int ctl_ok;
+} D = { .pidfd = -1, .term = { -1, -1 }, .quit = { -1, -1 }, .finish_lock = PTHREAD_MUTEX_INITIALIZER };
+
+int agentd_target_pidfd(void) { return D.pidfd; }
+
+/* Messages go to the target's standard error as it is now (the helper
+ * holds none of the program's descriptors). */
+void agent_log(const char *fmt, ...)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "strata: ");
+	va_list ap;
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/2", (int)agent.pid);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && D.debug)
+		fd = dup(2);
+	if (fd >= 0) {
+		ssize_t w = write(fd, buf, (size_t)n);
+		(void)w;
+		close(fd);
+	}
+}
+
+static void dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void dbg(const char *fmt, ...)
+{
+	if (!D.debug)
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	agent_log("agentd %d: %s", (int)getpid(), buf);
+}
+
+static void on_term(int sig)
+{
+	(void)sig;
+	char c = 1;
+	ssize_t w = write(D.term[1], &c, 1);
+	(void)w;
+}
+
+/* The reader of this interpreter's memory: the exact version's, else
+ * another build of the same X.Y (as the target's own module). */
+static const struct strata_pyreader *load_reader(void)
+{
+	char path[4400];
+	const char *v = agent.python_version;
+	/* The build of the target's module: the layout it was checked with. */
+	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir,
+		 agent.module_version[0] ? agent.module_version : v);
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		char minor[64];
+		const char *d1 = strchr(v, '.');
+		const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+		int ml = (int)(d2 ? (size_t)(d2 - v) : strlen(v));
+		if (ml > 16)
+			ml = 16;
+		snprintf(minor, sizeof(minor), "strata-pyreader-%.*s.", ml, v);
+		DIR *dp = opendir(agent.agent_dir);
+		struct dirent *e;
+		while (dp && !h && (e = readdir(dp)))
+			if (!strncmp(e->d_name, minor, strlen(minor))) {
+				snprintf(path, sizeof(path), "%s/%s", agent.agent_dir, e->d_name);
+				h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+			}
+		if (dp)
+			closedir(dp);
+	}
+	if (!h) {
+		agent_log("no reader for Python %s in %s: process %d is not profiled", v, agent.agent_dir, (int)agent.pid);
+		return NULL;
+	}
+	strata_pyreader_init_fn init = (strata_pyreader_init_fn)dlsym(h, STRATA_PYREADER_INIT_SYM);
+	struct strata_remote r = { .read = remote_read_cb, .ctx = NULL, .syms = agent.pysyms };
+	const struct strata_pyreader *rd = init ? init(&r) : NULL;
+	if (!rd || rd->api_version != STRATA_PYAPI_VERSION) {
+		agent_log("the reader %s does not match this agent: process %d is not profiled", path, (int)agent.pid);
+		return NULL;
+	}
+	/* The target's module passed the same check in the target; the
+	 * reader may be another patch release's build. */
+	char exe[4096], why[1024];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
+	ssize_t el = readlink(path, exe, sizeof(exe) - 1);
+	exe[el > 0 ? el : 0] = 0;
+	if (rd->check(exe, why, sizeof(why))) {
+		agent_log("%s", why);
+		return NULL;
+	}
+	return rd;
+}
+
+void helper_slot_release(struct tslot *s)
+{
+	if (s->helper_fd >= 0)
+		close(s->helper_fd);
+	s->helper_fd = -1;
+	for (int i = 0; i < EVENTS_MAX; i++)
+		if (s->helper_counter_fd[i] >= 0) {
+			close(s->helper_counter_fd[i]);
+			s->helper_counter_fd[i] = -1;
+		}
+	if (s->stat_fd >= 0)
+		close(s->stat_fd);
+	s->stat_fd = -1;
+	free(s->wall_cache);
+	s->wall_cache = NULL;
+}
+
+/* Why the target ended, when it is gone without saying: its wait status
+ * while it is a zombie (field 52 of /proc/PID/stat), if still readable. */
+static int death_reason(void)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)agent.pid);
+	const char *rp = procstat_read(path, buf, sizeof(buf));
+	if (!rp)
+		return END_SIGNAL;
+	const char *f = procstat_field(rp, 52);
+	int st = f ? atoi(f) : 0;
+	return WIFEXITED(st) ? END__EXIT : END_SIGNAL;
+}
+
+/* Removes the control socket if it still is ours: after an exec the new
+ * program's agent may already have bound its own at the same path. */
+static void unlink_ctl(void)
+{
+	struct stat st;
+	if (D.ctl_ok && stat(D.ctl_path, &st) == 0 && st.st_ino == D.ctl_st.st_ino && st.st_dev == D.ctl_st.st_dev)
+		unlink(D.ctl_path);
+}
+
+/* Events we opened for threads found by a scan, and not yet taken by the
+ * thread: disabled and dropped before we answer, so that nothing of ours
+ * keeps an event alive after the target is gone or replaced. */
+static void drop_events(void)
+{
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		if (s->helper_fd >= 0)
+			trigger_fd_enable(s->helper_fd, 0, 0);
+		helper_slot_release(s);
+	}
+	reg_unlock();
+}
+
+static void finish(int reason)
+{
+	dbg("finishing, reason %d", reason);
+	control_stop();
+	wall_stop();
+	atomic_store(&agent.stopping, 1);
+	atomic_store(&agent.sampling, 0);
+	drop_events();
+	writer_finish(reason);
+	if (reason != END_EXEC)
+		unlink_ctl();
+}
+
+/* The stream ends once, whoever sees the end first (the link thread on
+ * FINISH, the main thread on death, exec or SIGTERM). A FINISH the target
+ * posted just before it died keeps its reason. ticket: the request served
+ * (published to the waiting target), 0 for none. */
+static void finish_once(int reason, uint32_t ticket)
+{
+	pthread_mutex_lock(&D.finish_lock);
+	if (!D.finished) {
+		if (!ticket && (atomic_load(&agent.link_req) & LINK_REQ_FINISH))
+			reason = (int)atomic_load(&agent.link_reason);
+		D.finished = 1;
+		finish(reason);
+	}
+	if (ticket) {
+		atomic_store(&agent.link_done, ticket);
+		link_futex_wake(&agent.link_done, INT_MAX);
+	}
+	pthread_mutex_unlock(&D.finish_lock);
+}
+
+/* Opens the perf events of threads that asked for one (cpu mode: the
+ * thread then holds no descriptor; the event signals it all the same,
+ * F_SETOWN_EX names the thread, not a process). */
+static void open_triggers(void)
+{
+	if (agent.trigger != TRIGGER_PERF_TASK_CLOCK || atomic_load(&agent.stopping))
+		return;
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next) {
+		if (!atomic_load(&s->helper_trigger) || atomic_load(&s->exited) || s->helper_fd >= 0 ||
+		    s->trigger_failed)
+			continue;
+		if (trigger_open(s, s->tid) == 0 && s->trigger_fd >= 0) {
+			s->helper_fd = s->trigger_fd;
+			s->trigger_fd = -1;
+		} else {
+			s->trigger_failed = 1;
+		}
+	}
+	reg_unlock();
+}
+
+/* Serves the target's requests (link.h). */
+static void *link_thread(void *p)
+{
+	(void)p;
+	int first = 1;
+	uint32_t seen = 0;
+	for (;;) {
+		uint32_t t = atomic_load(&agent.link_seq);
+		if (!first && t == seen) {
+			link_futex_wait(&agent.link_seq, t, NULL);
+			continue;
+		}
+		first = 0;
+		seen = t;
+		uint32_t bits = atomic_exchange(&agent.link_req, 0);
+		if (bits & LINK_REQ_GROW)
+			shm_grow(atomic_load(&agent.link_grow));
+		open_triggers();
+		if (bits & LINK_REQ_POKE)
+			writer_poke();
+		if (bits & LINK_REQ_FINISH) {
+			finish_once((int)atomic_load(&agent.link_reason), t);
+			char c = 1;
+			ssize_t w = write(D.quit[1], &c, 1);
+			(void)w;
+			return NULL;
+		}
+		atomic_store(&agent.link_done, t);
+		link_futex_wake(&agent.link_done, INT_MAX);
+	}
+}
+
+/* Whether the target's address space we were started in is gone: the
+ * /proc/PID/mem descriptor reads nothing once the target exec'd (or is
+ * dying). */
+static int target_mm_gone(void)
+{
+	uint64_t v;
+	return pread(AGENTD_FD_MEM, &v, sizeof(v), (off_t)shm_addr()) != (ssize_t)sizeof(v);
+}
+
+int agentd_target_gone(void) { return target_mm_gone(); }
+
+/* Once our view of its address space is gone: whether the target has
+ * another one (it exec'd; a dying process has none, and its exe link
+ * reads ENOENT). */
+static int target_execd(void)
+{
+	char path[64], exe[512];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
+	return readlink(path, exe, sizeof(exe)) > 0;
+}
+
+/* Whether the target still runs, waiting up to ms for it to end: a
+ * process gives up its address space a moment before it becomes a
+ * zombie, so the address space alone does not tell a death from an
+ * exec. */
+static int target_alive(int ms)
+{
+	if (D.pidfd >= 0) {
+		struct pollfd pf = { D.pidfd, POLLIN, 0 };
+		int r;
+		do
+			r = poll(&pf, 1, ms);
+		while (r < 0 && errno == EINTR);
+		return r == 0;
+	}
+	for (int waited = 0;; waited += 10) {
+		if (kill(agent.pid, 0) != 0 && errno != EPERM)
+			return 0;
+		if (waited >= ms)
+			return 1;
+		usleep(10000);
+	}
+}
+
+/* However the helper leaves (done, or unable to start), the target
+ * stops waiting for it. */
+static void leaving(void)
+{
+	atomic_store(&agent.link_gone, getpid());
+	link_futex_wake(&agent.link_done, INT_MAX);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "%s: the helper of libstrata-agent.so; it is started by the agent, not by hand\n",
+			AGENTD_NAME);
+		return 2;
+	}
+	pid_t pid = (pid_t)strtol(argv[1], NULL, 10);
+	uint64_t addr = strtoull(argv[2], NULL, 0), max = strtoull(argv[3], NULL, 10);
+	D.debug = getenv("STRATA_DEBUG_AGENTD") != NULL;
+
+	/* Signals: the spawner blocked them all. */
+	struct sigaction ign;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2, SIGPROF, SIGALRM };
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigaction(ignored[i], &ign, NULL);
+	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK) || pipe2(D.quit, O_CLOEXEC | O_NONBLOCK))
+		return 1;
+	struct sigaction st;
+	memset(&st, 0, sizeof(st));
+	st.sa_handler = on_term;
+	sigaction(SIGTERM, &st, NULL);
+	sigset_t none_set;
+	sigemptyset(&none_set);
+	sigprocmask(SIG_SETMASK, &none_set, NULL);
+
+	/* The helper holds every thread's event: as many descriptors as
+	 * the hard limit allows (the program's soft limit was for its own). */
+	struct rlimit nf;
+	if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_cur < nf.rlim_max) {
+		nf.rlim_cur = nf.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nf);
+	}
+
+	if (shm_attach(AGENTD_FD_SHM, addr, max)) {
+		fprintf(stderr, "%s: cannot map the shared region at 0x%llx: %s\n", AGENTD_NAME,
+			(unsigned long long)addr, strerror(errno));
+		return 1;
+	}
+	fcntl(AGENTD_FD_SHM, F_SETFD, FD_CLOEXEC);
+	fcntl(AGENTD_FD_MEM, F_SETFD, FD_CLOEXEC);
+	fcntl(AGENTD_FD_CTL, F_SETFD, FD_CLOEXEC);
+	struct agent_state *s = shm_root();
+	if (!s || s->pid != pid)
+		return 1;
+	agentp = s;
+	atexit(leaving);
+	remote_init(pid, AGENTD_FD_MEM);
+	D.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	dbg("started for process %d", (int)pid);
+
+	agentd_reader = load_reader();
+	if (!agentd_reader) {
+		atomic_store(&agent.sampling, 0);
+		return 1;
+	}
+	if (agent.cfg.native && unwind_init()) {
+		agent_log("cannot read the loaded objects of process %d; native stacks are off", (int)pid);
+		agent.cfg.native = 0;
+	}
+	if (agent.cfg.perf_map)
+		jitdump_start();
+	if (agent.cfg.mode == MODE_WALL) {
+		agent.sampler_slot = shm_alloc(sizeof(struct tslot));
+		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
+			agent_log("out of shared memory: process %d is not profiled", (int)pid);
+			return 1;
+		}
+		agent.sampler_slot->trigger_fd = -1;
+		agent.sampler_slot->stat_fd = -1;
+		agent.sampler_slot->helper_fd = -1;
+	}
+	/* A standby agent with an output by path is the fork child of a
+	 * process that was being recorded after an attach: it records into
+	 * the same file, as the child of a process started by strata record
+	 * does (the CLI detaches it with its parent). */
+	int standby = agent.standby && !(atomic_load(&agent.has_output) && agent.cfg.output[0]);
+	if (standby ? writer_start_standby() : writer_start()) {
+		if (standby)
+			agent_log("cannot start the writer: %s; process %d is not profiled", strerror(errno), (int)pid);
+		else
+			agent_log("cannot open the profile %s: %s; process %d is not profiled", agent.cfg.output,
+				  strerror(errno), (int)pid);
+		atomic_store(&agent.sampling, 0);
+		return 1;
+	}
+	if (agent.cfg.mode == MODE_WALL)
+		wall_start();
+	/* The control socket the target bound (it is at a path the target
+	 * chose by the same rules). */
+	struct stat cst;
+	if (fstat(AGENTD_FD_CTL, &cst) == 0 && S_ISSOCK(cst.st_mode)) {
+		char dir[256];
+		if (!ctl_sock_dir(dir, sizeof(dir), getenv("XDG_RUNTIME_DIR"), geteuid()) &&
+		    !ctl_sock_path(D.ctl_path, sizeof(D.ctl_path), dir, pid) && stat(D.ctl_path, &D.ctl_st) == 0)
+			D.ctl_ok = 1;
+		control_start(AGENTD_FD_CTL, D.ctl_ok ? D.ctl_path : "");
+	}
+
+	pthread_t lt;
+	if (pthread_create(&lt, NULL, link_thread, NULL)) {
+		agent_log("cannot start the helper's link thread: process %d is not profiled", (int)pid);
+		finish_once(END_DETACH, 0);
+		return 1;
+	}
+
+	for (;;) {
+		struct pollfd pf[3] = {
+			{ D.quit[0], POLLIN, 0 },
+			{ D.pidfd, POLLIN, 0 },
+			{ D.term[0], POLLIN, 0 },
+		};
+		/* An exec the wrapper did not see is found by looking: often
+		 * while sampling, now and then while not. */
+		int r = poll(pf, 3, atomic_load(&agent.sampling) ? 100 : 500);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (pf[0].revents & POLLIN)
+			break; /* finished on the target's request */
+		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
+			finish_once(death_reason(), 0);
+			break;
+		}
+		if (pf[2].revents & POLLIN) {
+			finish_once(END_DETACH, 0);
+			break;
+		}
+		if (r == 0 && target_mm_gone()) {
+			finish_once(target_execd() || target_alive(1000) ? END_EXEC : death_reason(), 0);
+			break;
+		}
+	}
+	dbg("done");
+	return 0;
+}

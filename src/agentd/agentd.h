@@ -1,0 +1,71 @@
+/*
+ * agentd.h — the modules of strata-agentd, the helper process that does
+ * the agent's background work for one profiled process (see agent.h for
+ * the map, link.h for how it is started and talked to).
+ */
+#ifndef STRATA_AGENTD_H
+#define STRATA_AGENTD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/agent.h"
+
+/* The reader of the target's interpreter (strata-pyreader-X.Y.Z.so). */
+extern const struct strata_pyreader *agentd_reader;
+
+/* agentd.c: the target's pid as a pidfd (for pidfd_getfd), or -1. */
+int agentd_target_pidfd(void);
+/* Whether the address space the helper was started for is gone (the
+ * target exec'd, or is dying): nothing may be signalled or opened on its
+ * threads any more, they may be another program's. One small read. */
+int agentd_target_gone(void);
+
+/* writer.c */
+int writer_start(void);
+int writer_start_standby(void);
+/* Stops the writer thread, drains every ring and ends the stream. */
+void writer_finish(int reason);
+void writer_poke(void);
+/* Sampling is about to start: code deaths matter again. */
+void writer_set_busy(void);
+/* Output control for control.c. attach: fd (>= 0) or path names the new
+ * output; with create_session the agent writes the file header and a
+ * session of its own first (the file must be empty). */
+int writer_attach(int fd, const char *path, int create_session, char *err, size_t errlen);
+int writer_detach(char *err, size_t errlen);
+/* Copies what the output holds so far, as a finished profile, to dst. */
+int64_t writer_dump(int dst, char *err, size_t errlen);
+void writer_flush_now(void);
+/* The current output's path into buf ("" when there is none); returns
+ * whether there is an output. */
+int writer_output(char *buf, size_t n);
+/* A slot the writer retires: the helper's descriptors for it go. */
+void helper_slot_release(struct tslot *s);
+
+/* control.c */
+int control_start(int lfd, const char *path);
+void control_stop(void);
+
+/* triggers (control.c): sampling on and off in every thread, the rate. */
+void triggers_set_enabled(int on);
+int triggers_set_rate(unsigned hz);
+
+/* wall.c */
+int wall_start(void);
+void wall_stop(void);
+void wall_wake(void);
+
+/* scan.c: threads a dlopen'ed agent's wrapper never saw. */
+void threads_scan(void);
+
+/* jit-poll.c (the listener API is jit.h) */
+struct wbuf;
+void jit_poll(struct wbuf *recs);
+void jit_stream_reset(void);
+uint64_t jit_images_seen(void);
+
+/* jitdump.c */
+void jitdump_start(void);
+
+#endif

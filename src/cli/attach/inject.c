@@ -1,0 +1,572 @@
+/*
+ * inject.c — see inject.h.
+ *
+ * The safe point. Loading a library runs the dynamic loader (its lock),
+ * the C library's allocator (its arena locks) and, in the agent's setup,
+ * plain system calls. A thread borrowed while it is inside one of those,
+ * holding a lock, would wait for itself forever. So a thread is only
+ * borrowed when:
+ *   - it is blocked in a system call that waits for something outside
+ *     (futex, poll, select, epoll, read, nanosleep ... the list below), or
+ *     it was stopped while running code that is neither the C library nor
+ *     the loader (the interpreter, an extension, JIT code);
+ *   - and nothing on its stack (every word from its stack pointer up,
+ *     to 1 MiB) is an address inside the loader or inside one of the C
+ *     library's functions that hold such locks (the allocator, dlopen and
+ *     friends, fork, exit, the stdio reads that hold a FILE lock while they
+ *     block). A stale word can only make this refuse a thread, never
+ *     accept one.
+ * Other threads are let go before the call: a lock one of them holds is
+ * released as it runs, and the call waits like any caller.
+ *
+ * The call. The thread's registers, its vector state (XSAVE area) and the
+ * 256 KiB of stack below its stack pointer are saved; the call runs on
+ * that stack below the red zone with a return address of 0, so its return
+ * is a fault at address 0 that strata, as the tracer, takes and discards.
+ * Signals that arrive during the call are delivered to the thread (its
+ * handlers run on top of the call, as on top of any code). Then errno,
+ * the stack bytes, the registers and the vector state are put back and the
+ * thread is let go; if it was in a system call, the kernel restarts it
+ * exactly as after any stop (the system call number is restored with the
+ * registers).
+ */
+#include "inject.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/elfsect.h"
+#include "ptstop.h"
+#include "pyproc.h"
+#include "rexec.h"
+
+/* How long a 3.14+ process has to run bytecode and take the PEP 768
+ * request before ptrace is tried instead. */
+#define PEP768_TIMEOUT_MS 2000
+
+#if !defined(__x86_64__)
+int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
+		 char *err, size_t errlen)
+{
+	(void)agent_dir;
+	(void)options;
+	(void)timeout_ms;
+	(void)st;
+	snprintf(err, errlen, "cannot load the agent into process %d: attaching is implemented for x86-64 only",
+		 (int)pid);
+	return -1;
+}
+#else
+
+#define STACK_SCAN (1u << 20)
+#define STACK_SAVE (256u << 10)
+#define MAX_RANGES 128
+
+struct range {
+	uint64_t lo, hi;
+};
+
+struct inj {
+	struct pyproc p;
+	uint64_t dlopen_fn, dlerror_fn, errno_fn;
+	struct range forbid[MAX_RANGES]; /* return addresses that mean "holds a loader or allocator lock" */
+	int nforbid;
+	struct range noip[16];            /* code a stopped thread must not be running */
+	int nnoip;
+	const char *options;              /* strata_agent_load's options */
+};
+
+/* Blocking waits for something outside: a thread in one of these holds no
+ * lock of the allocator or the loader (checked on its stack as well). */
+static int waiting_syscall(long nr)
+{
+	switch (nr) {
+	case SYS_read:
+	case SYS_poll:
+	case SYS_select:
+	case SYS_pause:
+	case SYS_nanosleep:
+	case SYS_accept:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_wait4:
+	case SYS_rt_sigtimedwait:
+	case SYS_rt_sigsuspend:
+	case SYS_futex:
+	case SYS_clock_nanosleep:
+	case SYS_epoll_wait:
+	case SYS_pselect6:
+	case SYS_ppoll:
+	case SYS_epoll_pwait:
+	case SYS_accept4:
+	case 441: /* epoll_pwait2 */
+		return 1;
+	}
+	return 0;
+}
+
+static const char *const lock_holders[] = {
+	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign", "aligned_alloc",
+	"valloc", "pvalloc", "malloc_trim", "malloc_usable_size", "mallinfo", "mallinfo2", "malloc_stats",
+	"malloc_info", "mallopt", "dlopen", "dlmopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1",
+	"dlinfo", "dl_iterate_phdr", "__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose", "fork", "_Fork",
+	"exit", "pthread_create", "fgets", "fgetc", "getc", "fread", "getline", "getdelim", "fscanf", "scanf",
+	"getchar", "fflush", "fclose", "fopen", "fdopen", "freopen", "setenv", "putenv", "unsetenv", NULL,
+};
+
+struct scan_maps {
+	struct inj *in;
+	char libc[4096], libc_file[4400];
+	uint64_t stack_rsp;
+	struct pmap stack;
+	int found_stack;
+};
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+static int collect(const struct pmap *m, void *data)
+{
+	struct scan_maps *sm = data;
+	struct inj *in = sm->in;
+	if (m->perms[2] != 'x')
+		return 0;
+	const char *b = base_name(m->path);
+	int ld = !strncmp(b, "ld-linux", 8) || !strncmp(b, "ld-2.", 5);
+	if (ld && in->nforbid < MAX_RANGES)
+		in->forbid[in->nforbid++] = (struct range){ m->start, m->end };
+	if ((ld || !strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7) || !strcmp(m->path, "[vdso]")) &&
+	    in->nnoip < 16)
+		in->noip[in->nnoip++] = (struct range){ m->start, m->end };
+	return 0;
+}
+
+static int find_stack(const struct pmap *m, void *data)
+{
+	struct scan_maps *sm = data;
+	if (sm->stack_rsp >= m->start && sm->stack_rsp < m->end) {
+		sm->stack = *m;
+		sm->found_stack = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int in_ranges(const struct range *r, int n, uint64_t a)
+{
+	for (int i = 0; i < n; i++)
+		if (a >= r[i].lo && a < r[i].hi)
+			return 1;
+	return 0;
+}
+
+/* Where the functions the call needs are, and what a safe point must not
+ * be inside. */
+static int prepare(struct inj *in, char *err, size_t errlen)
+{
+	struct scan_maps sm;
+	memset(&sm, 0, sizeof(sm));
+	sm.in = in;
+	pyproc_maps(in->p.pid, collect, &sm);
+	uint64_t bias;
+	if (pyproc_object(in->p.pid, "/libc.so.6", sm.libc, sizeof(sm.libc), sm.libc_file, sizeof(sm.libc_file),
+			  &bias)) {
+		snprintf(err, errlen, "cannot load the agent into process %d: it has no GNU C library (libc.so.6) "
+			 "mapped", (int)in->p.pid);
+		return -1;
+	}
+	uint64_t a;
+	/* glibc 2.34+ has dlopen in libc itself; before, its private
+	 * __libc_dlopen_mode does the same for our purpose. */
+	if ((a = elf_symbol(sm.libc_file, "dlopen", NULL)) != 0)
+		in->dlopen_fn = a + bias;
+	else if ((a = elf_symbol(sm.libc_file, "__libc_dlopen_mode", NULL)) != 0)
+		in->dlopen_fn = a + bias;
+	if ((a = elf_symbol(sm.libc_file, "dlerror", NULL)) != 0)
+		in->dlerror_fn = a + bias;
+	if ((a = elf_symbol(sm.libc_file, "__errno_location", NULL)) != 0)
+		in->errno_fn = a + bias;
+	if (!in->dlopen_fn || !in->errno_fn) {
+		snprintf(err, errlen, "cannot load the agent into process %d: its C library (%s) has no dlopen",
+			 (int)in->p.pid, sm.libc);
+		return -1;
+	}
+	for (int i = 0; lock_holders[i] && in->nforbid < MAX_RANGES; i++) {
+		uint64_t size = 0;
+		a = elf_symbol(sm.libc_file, lock_holders[i], &size);
+		if (a)
+			in->forbid[in->nforbid++] = (struct range){ a + bias, a + bias + (size ? size : 1) };
+	}
+	return 0;
+}
+
+/* Whether thread t, stopped, is at a safe point; *why gets the reason if
+ * not (for the message when none is found). */
+static int safe_point(struct inj *in, struct ptthread *t, const char **why)
+{
+	const struct user_regs_struct *r = &t->regs;
+	if (!t->stopped || !t->have_regs || t->group_stop || t->pending_sig) {
+		*why = "stopped by job control or receiving a signal";
+		return 0;
+	}
+	long nr = (long)r->orig_rax, ret = (long)r->rax;
+	if (nr >= 0) {
+		if (!waiting_syscall(nr)) {
+			*why = "in a system call that may hold a lock";
+			return 0;
+		}
+		/* A relative sleep restarts through the thread's restart block,
+		 * which a call of ours could overwrite. */
+		if (ret == -516 /* ERESTART_RESTARTBLOCK */) {
+			*why = "in a relative sleep";
+			return 0;
+		}
+	} else if (in_ranges(in->noip, in->nnoip, r->rip)) {
+		*why = "running inside the C library or the loader";
+		return 0;
+	}
+	struct scan_maps sm;
+	memset(&sm, 0, sizeof(sm));
+	sm.stack_rsp = r->rsp;
+	pyproc_maps(in->p.pid, find_stack, &sm);
+	if (!sm.found_stack) {
+		*why = "its stack pointer is not in a mapping";
+		return 0;
+	}
+	/* Room for the loader below the stack pointer (the main stack grows). */
+	if (r->rsp - sm.stack.start < STACK_SAVE && strcmp(sm.stack.path, "[stack]")) {
+		*why = "too little stack left";
+		return 0;
+	}
+	uint64_t lo = r->rsp & ~(uint64_t)7, hi = sm.stack.end;
+	if (hi - lo > STACK_SCAN)
+		hi = lo + STACK_SCAN;
+	size_t n = (size_t)(hi - lo);
+	uint64_t *w = malloc(n);
+	if (!w || pyproc_read(&in->p, w, lo, n)) {
+		free(w);
+		*why = "its stack could not be read";
+		return 0;
+	}
+	int bad = 0;
+	for (size_t i = 0; i < n / 8 && !bad; i++)
+		bad = in_ranges(in->forbid, in->nforbid, w[i]);
+	free(w);
+	if (bad) {
+		*why = "inside the allocator, the loader or stdio";
+		return 0;
+	}
+	return 1;
+}
+
+static double ms_since(uint64_t t0) { return (double)(ptstop_now_ns() - t0) / 1e6; }
+
+/* Runs fn(a0, a1, a2) on the borrowed thread, stopped, with the stack
+ * pointer sp (the return address slot). 0 and the result in *ret; -1 with
+ * err if it could not be started, or -2 if the process died during it. */
+static int rcall(struct inj *in, pid_t tid, const struct user_regs_struct *base, uint64_t sp, uint64_t fn,
+		 uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *ret, char *err, size_t errlen)
+{
+	struct user_regs_struct r = *base;
+	r.rip = fn;
+	r.rsp = sp;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rdx = a2;
+	r.rax = 0;
+	r.orig_rax = (unsigned long long)-1; /* not in a system call: no restart */
+	r.eflags &= ~0x400ull;                /* the ABI's clear direction flag */
+	uint64_t zero = 0;
+	if (pyproc_write(&in->p, sp, &zero, sizeof(zero)) || ptrace(PTRACE_SETREGS, tid, 0, &r) ||
+	    ptrace(PTRACE_CONT, tid, 0, 0)) {
+		snprintf(err, errlen, "cannot set up the call in thread %d: %s", (int)tid, strerror(errno));
+		return -1;
+	}
+	uint64_t t0 = ptstop_now_ns();
+	int warned = 0;
+	for (;;) {
+		int st;
+		pid_t w = waitpid(tid, &st, __WALL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+			snprintf(err, errlen, "process %d ended during the load", (int)in->p.pid);
+			return -2;
+		}
+		if (!WIFSTOPPED(st))
+			continue;
+		int sig = WSTOPSIG(st);
+		if ((st >> 16) == PTRACE_EVENT_STOP) {
+			/* Job control stopped the process: stay stopped with it. */
+			if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+				ptrace(PTRACE_LISTEN, tid, 0, 0);
+			else
+				ptrace(PTRACE_CONT, tid, 0, 0);
+			continue;
+		}
+		if (sig == SIGSEGV) {
+			struct user_regs_struct after;
+			if (ptrace(PTRACE_GETREGS, tid, 0, &after)) {
+				snprintf(err, errlen, "lost thread %d during the load", (int)tid);
+				return -1;
+			}
+			/* Our return: a jump to 0 by the `ret` that popped the
+			 * slot at sp. */
+			if (after.rip == 0 && after.rsp == sp + 8) {
+				*ret = after.rax;
+				return 0;
+			}
+			/* Any other fault is the program's (or a library's) to
+			 * handle: the call cannot be undone halfway (the loader
+			 * may hold its lock), so it is delivered as it would be
+			 * without strata. */
+		}
+		/* A signal for the thread: delivered, its handler runs on
+		 * top of the call. */
+		ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
+		if (!warned && ms_since(t0) > 10000) {
+			fprintf(stderr, "strata: still waiting for the agent to load in thread %d of process %d\n",
+				(int)tid, (int)in->p.pid);
+			warned = 1;
+		}
+	}
+}
+
+/* Reads a NUL-terminated string of the target. */
+static void read_cstr(struct inj *in, uint64_t addr, char *out, size_t n)
+{
+	out[0] = 0;
+	for (size_t i = 0; addr && i + 1 < n; i++) {
+		if (pyproc_read(&in->p, &out[i], addr + i, 1) || !out[i]) {
+			out[i] = 0;
+			return;
+		}
+		out[i + 1] = 0;
+	}
+}
+
+/* The calls, on borrowed thread t (stopped, registers in t->regs). */
+static int borrow(struct inj *in, struct ptthread *t, const char *agent, struct inject_stats *st, char *err,
+		  size_t errlen)
+{
+	pid_t tid = t->tid;
+	const struct user_regs_struct orig = t->regs;
+	uint8_t xsave[16384];
+	struct iovec xv = { xsave, sizeof(xsave) };
+	int have_x = ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &xv) == 0;
+	struct user_fpregs_struct fp;
+	int have_fp = !have_x && ptrace(PTRACE_GETFPREGS, tid, 0, &fp) == 0;
+	if (!have_x && !have_fp) {
+		snprintf(err, errlen, "cannot read the vector registers of thread %d: %s", (int)tid, strerror(errno));
+		ptstop_release_one(t);
+		return -1;
+	}
+	/* The stack below the red zone: saved, used, put back. */
+	uint64_t top = (orig.rsp - 256) & ~(uint64_t)15;
+	uint64_t save_lo = orig.rsp - STACK_SAVE;
+	struct scan_maps sm;
+	memset(&sm, 0, sizeof(sm));
+	sm.stack_rsp = orig.rsp;
+	pyproc_maps(in->p.pid, find_stack, &sm);
+	if (sm.found_stack && save_lo < sm.stack.start)
+		save_lo = sm.stack.start;
+	size_t save_n = (size_t)(orig.rsp - save_lo);
+	uint8_t *saved = malloc(save_n);
+	if (!saved || pyproc_read(&in->p, saved, save_lo, save_n)) {
+		free(saved);
+		snprintf(err, errlen, "cannot read the stack of thread %d", (int)tid);
+		ptstop_release_one(t);
+		return -1;
+	}
+	uint64_t data = top - 8192;          /* path, error buffer, options */
+	uint64_t sp = ((data - 64) & ~(uint64_t)15) - 8; /* as after a call: rsp % 16 == 8 */
+	uint64_t a_path = data, a_err = data + 4096, a_opts = data + 6144;
+	char errbuf[1024] = "";
+	int rc = -1, ended = 0;
+	uint64_t ret = 0, errno_at = 0;
+	int saved_errno = 0;
+	uint64_t t0 = ptstop_now_ns();
+	if (pyproc_write(&in->p, a_path, agent, strlen(agent) + 1) || pyproc_write(&in->p, a_opts, in->options, strlen(in->options) + 1) ||
+	    pyproc_write(&in->p, a_err, "", 1)) {
+		snprintf(err, errlen, "cannot write to the memory of process %d", (int)in->p.pid);
+		goto restore;
+	}
+	int r = rcall(in, tid, &orig, sp, in->errno_fn, 0, 0, 0, &errno_at, err, errlen);
+	if (r)
+		goto fail;
+	if (errno_at)
+		pyproc_read(&in->p, &saved_errno, errno_at, sizeof(saved_errno));
+	r = rcall(in, tid, &orig, sp, in->dlopen_fn, a_path, RTLD_NOW, 0, &ret, err, errlen);
+	if (r)
+		goto fail;
+	if (!ret) {
+		uint64_t msg = 0;
+		if (in->dlerror_fn && rcall(in, tid, &orig, sp, in->dlerror_fn, 0, 0, 0, &msg, err, errlen) == 0)
+			read_cstr(in, msg, errbuf, sizeof(errbuf));
+		snprintf(err, errlen, "process %d could not load %s: %s", (int)in->p.pid, agent,
+			 errbuf[0] ? errbuf : "dlopen failed");
+		goto restore;
+	}
+	char apath[4096], afile[4400];
+	uint64_t abias, aload;
+	if (pyproc_object(in->p.pid, "/libstrata-agent.so", apath, sizeof(apath), afile, sizeof(afile), &abias) ||
+	    !(aload = elf_symbol(afile, "strata_agent_load", NULL))) {
+		snprintf(err, errlen, "the agent was loaded into process %d but its entry point was not found",
+			 (int)in->p.pid);
+		goto restore;
+	}
+	r = rcall(in, tid, &orig, sp, aload + abias, a_opts, a_err, sizeof(errbuf), &ret, err, errlen);
+	if (r)
+		goto fail;
+	if ((int)ret != 0) {
+		read_cstr(in, a_err, errbuf, sizeof(errbuf));
+		snprintf(err, errlen, "the agent did not start in process %d: %s", (int)in->p.pid,
+			 errbuf[0] ? errbuf : "no reason given");
+		goto restore;
+	}
+	rc = 0;
+	goto restore;
+fail:
+	if (r == -2)
+		ended = 1;
+restore:
+	if (st)
+		st->call_ms = ms_since(t0);
+	if (!ended) {
+		if (errno_at)
+			pyproc_write(&in->p, errno_at, &saved_errno, sizeof(saved_errno));
+		pyproc_write(&in->p, save_lo, saved, save_n);
+		ptrace(PTRACE_SETREGS, tid, 0, &orig);
+		if (have_x)
+			ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &xv);
+		else
+			ptrace(PTRACE_SETFPREGS, tid, 0, &fp);
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+	}
+	free(saved);
+	return rc;
+}
+
+int inject_agent(pid_t pid, const char *agent_dir, const char *options, int timeout_ms, struct inject_stats *st,
+		 char *err, size_t errlen)
+{
+	struct inj in;
+	memset(&in, 0, sizeof(in));
+	in.options = options ? options : "";
+	if (strlen(in.options) >= 2048) {
+		snprintf(err, errlen, "the agent's options are too long (%zu bytes)", strlen(in.options));
+		return -1;
+	}
+	if (st)
+		memset(st, 0, sizeof(*st));
+	if (pyproc_open(&in.p, pid, err, errlen) || pyproc_python(&in.p, agent_dir, err, errlen)) {
+		pyproc_close(&in.p);
+		return -1;
+	}
+	char agent[4096], seen[4400];
+	snprintf(agent, sizeof(agent), "%s/libstrata-agent.so", agent_dir);
+	snprintf(seen, sizeof(seen), "/proc/%d/root%s", (int)pid, agent);
+	if (access(agent, R_OK) || access(seen, R_OK)) {
+		snprintf(err, errlen, "cannot load the agent into process %d: %s is not visible from it (another "
+			 "mount namespace, a container?)", (int)pid, agent);
+		pyproc_close(&in.p);
+		return -1;
+	}
+	char state[64];
+	if (proc_status_field(pid, "State:", state, sizeof(state))[0] == 'T') {
+		snprintf(err, errlen, "process %d is stopped (job control: SIGSTOP or Ctrl-Z): continue it (kill -CONT %d) "
+			 "and try again; nothing was changed in it", (int)pid, (int)pid);
+		pyproc_close(&in.p);
+		return -1;
+	}
+	unsigned vmaj = 0, vmin = 0;
+	sscanf(in.p.version, "%u.%u", &vmaj, &vmin);
+	if (vmaj == 3 && vmin >= 14) {
+		double w = 0;
+		int r = rexec_agent(&in.p, agent, in.options, PEP768_TIMEOUT_MS, &w, err, errlen);
+		if (r <= 0) {
+			if (st && r == 0) {
+				st->how = INJECT_PEP768;
+				st->wait_ms = w;
+			}
+			pyproc_close(&in.p);
+			return r;
+		}
+		if (st)
+			snprintf(st->not_pep768, sizeof(st->not_pep768), "%s", err);
+		err[0] = 0;
+	}
+	if (prepare(&in, err, errlen)) {
+		pyproc_close(&in.p);
+		return -1;
+	}
+	/* The call must not be cut short: between its start and the
+	 * registers put back, the thread returns to address 0 and only we
+	 * can take that fault. Terminal signals wait until it is over. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGQUIT);
+	sigaddset(&block, SIGTSTP);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	uint64_t t0 = ptstop_now_ns();
+	const char *why = "no thread could be paused";
+	int rc = -1, tries = 0;
+	for (;;) {
+		struct ptstop ps;
+		tries++;
+		if (ptstop_all(&ps, pid, 500, err, errlen))
+			break;
+		ptstop_regs(&ps);
+		/* The main thread first: most often the one waiting. */
+		struct ptthread *pick = NULL;
+		for (int pass = 0; pass < 2 && !pick; pass++)
+			for (int i = 0; i < ps.n && !pick; i++)
+				if ((pass == 0) == (ps.t[i].tid == pid) && safe_point(&in, &ps.t[i], &why))
+					pick = &ps.t[i];
+		if (pick) {
+			struct ptthread chosen = *pick;
+			pick->seized = 0; /* kept: not let go with the others */
+			ptstop_release(&ps);
+			if (st) {
+				st->wait_ms = ms_since(t0);
+				st->tries = tries;
+				st->tid = chosen.tid;
+			}
+			rc = borrow(&in, &chosen, agent, st, err, errlen);
+			break;
+		}
+		ptstop_release(&ps);
+		if (ms_since(t0) > timeout_ms) {
+			snprintf(err, errlen,
+				 "no thread of process %d reached a safe point to load the agent in %.1f s (%d tries; "
+				 "last seen: %s); nothing was changed in it, try again",
+				 (int)pid, timeout_ms / 1000.0, tries, why);
+			break;
+		}
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	pyproc_close(&in.p);
+	return rc;
+}
+#endif
