@@ -19,46 +19,23 @@
  * Version differences are kept to the small accessor section below; the
  * walking and reading logic after it is shared. docs/versions.md has the
  * per-version table.
+ *
+ * Code objects, read for the writer and at their death, are in pycode.c;
+ * what both share is in py-internal.h.
  */
-#define Py_BUILD_CORE 1
-#include <Python.h>
-#include <frameobject.h>
-
-#include <internal/pycore_pystate.h>
-#if PY_VERSION_HEX >= 0x03090000
-/* 3.8 keeps _PyRuntimeState and PyInterpreterState in pycore_pystate.h. */
-#include <internal/pycore_runtime.h>
-#include <internal/pycore_interp.h>
-#endif
-#if PY_VERSION_HEX >= 0x030B0000
-#include <internal/pycore_code.h>
-#include <internal/pycore_frame.h>
-#endif
-#if PY_VERSION_HEX >= 0x030E0000
-/* 3.14 moved _PyInterpreterFrame into pycore_interpframe_structs.h (with
- * pycore_interpframe.h for its helpers and pycore_stackref.h for the
- * tagged references it holds); 3.15 finds the calling thread's state
- * through the GIL and the thread list (pycore_gil.h). */
-#include <internal/pycore_interpframe.h>
-#include <internal/pycore_gil.h>
-#include <internal/pycore_ceval.h>   /* _PY_EVAL_PLEASE_STOP_BIT, Py_SUPPORTS_REMOTE_DEBUG (PEP 768) */
-#endif
+#include "py-internal.h"
 
 #include <pthread.h>
 #include <setjmp.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "pyapi.h"
-#include "common/format.h"
-#include "srcqual.h"
 #include "pyobjects.h"
 
 /* ===== reading interpreter memory ======================================= */
 
 #ifdef STRATA_REMOTE
-static struct strata_remote env;
+struct strata_remote env;
 
 /* A few recently read blocks of the target: the fields of one struct are
  * read one by one, and each read is a system call. The cache lives for one
@@ -110,19 +87,9 @@ static void remote_load(void *dst, const void *src, size_t n)
 }
 
 #define LD(lv) ({ __typeof__(lv) ld_v_; remote_load(&ld_v_, &(lv), sizeof(ld_v_)); ld_v_; })
-#define RUNTIME ((_PyRuntimeState *)(uintptr_t)env.syms.runtime)
-#define T_CODE ((PyTypeObject *)(uintptr_t)env.syms.code_type)
-#define T_FRAME ((PyTypeObject *)(uintptr_t)env.syms.frame_type)
-#define T_UNICODE ((PyTypeObject *)(uintptr_t)env.syms.unicode_type)
-#define T_BYTES ((PyTypeObject *)(uintptr_t)env.syms.bytes_type)
 #else
-static const struct strata_core *core;
+const struct strata_core *core;
 #define LD(lv) (lv)
-#define RUNTIME (&_PyRuntime)
-#define T_CODE (&PyCode_Type)
-#define T_FRAME (&PyFrame_Type)
-#define T_UNICODE (&PyUnicode_Type)
-#define T_BYTES (&PyBytes_Type)
 #endif
 /* An object's type, through LD. */
 #define TYPE_OF(o) LD(((PyObject *)(o))->ob_type)
@@ -130,8 +97,8 @@ static const struct strata_core *core;
 /* ===== version accessors ============================================== */
 
 /*
- * Every version provides:
- *   LINETABLE_FMT        the LT_* id of CODE_LINETABLE's bytes
+ * Every version provides (and, for its code object, LINETABLE_FMT,
+ * CODE_LINETABLE and CODE_QUALNAME in py-internal.h):
  *   tss_ready/tss_key    the pthread key CPython binds each thread's
  *                        PyThreadState to (see py_current_tstate; in-process);
  *                        3.15 has no such key and provides instead:
@@ -162,16 +129,10 @@ static const struct strata_core *core;
  * entry frame. f_lasti is the offset of the current instruction (the one
  * being executed, or the last one started), -1 before the first. */
 #if PY_VERSION_HEX < 0x030A0000
-#define LINETABLE_FMT LT_LNOTAB
-#define CODE_LINETABLE(co) ((co)->co_lnotab)
 #define LASTI_BYTES 1 /* 3.8, 3.9: f_lasti counts bytes */
 #else
-#define LINETABLE_FMT LT_LINETABLE
-#define CODE_LINETABLE(co) ((co)->co_linetable)
 #define LASTI_BYTES 0 /* 3.10: f_lasti counts code units */
 #endif
-/* No co_qualname before 3.11: see srcqual.h. */
-#define CODE_QUALNAME(co) ((PyObject *)NULL)
 typedef PyFrameObject pyframe_t;
 
 #ifndef STRATA_REMOTE
@@ -224,9 +185,6 @@ static PyThreadState *gil_holder(void) { return _PyRuntimeState_GetThreadState(&
  *   3.12, 3.13: _PyEval_EvalFrameDefault pushes a shim frame owned by
  *   FRAME_OWNED_BY_CSTACK before the first real frame of the activation;
  *   the frame whose `previous` is a shim is the entry frame. */
-#define LINETABLE_FMT LT_LOCATIONS
-#define CODE_LINETABLE(co) ((co)->co_linetable)
-#define CODE_QUALNAME(co) ((co)->co_qualname)
 typedef _PyInterpreterFrame pyframe_t;
 
 #ifndef STRATA_REMOTE
@@ -330,9 +288,6 @@ static PyThreadState *gil_holder(void) { return _PyThreadState_UncheckedGet(); }
  * The bytecode a frame runs is _PyCode_CODE(co) in builds with a GIL;
  * free-threaded builds give each thread its own copy (co_tlbc), which this
  * module does not read: see strata_py_build_check. */
-#define LINETABLE_FMT LT_LOCATIONS
-#define CODE_LINETABLE(co) ((co)->co_linetable)
-#define CODE_QUALNAME(co) ((co)->co_qualname)
 typedef _PyInterpreterFrame pyframe_t;
 
 static pyframe_t *first_frame(PyThreadState *ts) { return LD(ts->current_frame); }
@@ -426,6 +381,7 @@ static PyThreadState *bound_tstate(void) { return pthread_getspecific(tss_key())
 #endif
 
 #include "gcstate.h"
+
 
 /* ===== frames ========================================================== */
 
@@ -563,165 +519,6 @@ static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *
 static void *py_find_tstate(unsigned long pthread_id) { return find_thread(pthread_id); }
 #endif
 
-/* ===== code objects ==================================================== */
-
-#define MAX_STR_CHARS 4096
-#define MAX_LINETABLE (1u << 20)
-
-/* Code objects are read whole through a reader: the fault-proof one
- * (safe_read in-process, or the target's memory from outside), or, in the
- * deallocation hook, which runs with the GIL on an object that is still
- * alive, directly. */
-typedef int (*reader_fn)(void *dst, const void *src, size_t n);
-
-static int rd_safe(void *dst, const void *src, size_t n)
-{
-#ifdef STRATA_REMOTE
-	return env.read(env.ctx, dst, (uint64_t)(uintptr_t)src, n);
-#else
-	return core->safe_read(dst, (uint64_t)(uintptr_t)src, n);
-#endif
-}
-
-#ifndef STRATA_REMOTE
-static int rd_direct(void *dst, const void *src, size_t n)
-{
-	memcpy(dst, src, n);
-	return 0;
-}
-#endif
-
-/* Appends the UTF-8 encoding of code point c. */
-static size_t utf8_put(char *o, uint32_t c)
-{
-	if (c < 0x80) {
-		o[0] = (char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		o[0] = (char)(0xC0 | c >> 6);
-		o[1] = (char)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (char)(0xE0 | c >> 12);
-		o[1] = (char)(0x80 | (c >> 6 & 0x3F));
-		o[2] = (char)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | c >> 18);
-	o[1] = (char)(0x80 | (c >> 12 & 0x3F));
-	o[2] = (char)(0x80 | (c >> 6 & 0x3F));
-	o[3] = (char)(0x80 | (c & 0x3F));
-	return 4;
-}
-
-/* Reads a str object of the target into a new UTF-8 string. */
-static char *read_str(reader_fn rd, PyObject *addr)
-{
-	PyCompactUnicodeObject u;
-	PyTypeObject *tp;
-	if (!addr || rd(&tp, &addr->ob_type, sizeof(tp)) || tp != T_UNICODE)
-		return NULL;
-	if (rd(&u, addr, sizeof(u)))
-		return NULL;
-	Py_ssize_t len = u._base.length;
-	if (len < 0 || len > MAX_STR_CHARS)
-		return NULL;
-	unsigned kind = u._base.state.kind;
-	const void *data;
-	if (u._base.state.compact)
-		data = u._base.state.ascii ? (const char *)addr + sizeof(PyASCIIObject)
-					   : (const char *)addr + sizeof(PyCompactUnicodeObject);
-	else {
-		PyUnicodeObject full;
-		if (rd(&full, addr, sizeof(full)))
-			return NULL;
-		data = full.data.any;
-	}
-	if (kind != 1 && kind != 2 && kind != 4)
-		return NULL;
-	size_t bytes = (size_t)len * kind;
-	uint8_t *raw = malloc(bytes + 1);
-	char *s = malloc((size_t)len * 4 + 1);
-	if (!raw || !s || (bytes && rd(raw, data, bytes))) {
-		free(raw);
-		free(s);
-		return NULL;
-	}
-	size_t o = 0;
-	for (Py_ssize_t i = 0; i < len; i++) {
-		uint32_t c = kind == 1 ? raw[i] : kind == 2 ? ((uint16_t *)raw)[i] : ((uint32_t *)raw)[i];
-		if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-			c = 0xFFFD; /* lone surrogates are not UTF-8 */
-		o += utf8_put(s + o, c);
-	}
-	s[o] = 0;
-	free(raw);
-	return s;
-}
-
-static uint8_t *read_bytes(reader_fn rd, PyObject *addr, size_t *len)
-{
-	PyBytesObject b;
-	PyTypeObject *tp;
-	*len = 0;
-	if (!addr || rd(&tp, &addr->ob_type, sizeof(tp)) || tp != T_BYTES)
-		return NULL;
-	if (rd(&b, addr, offsetof(PyBytesObject, ob_sval)))
-		return NULL;
-	Py_ssize_t n = b.ob_base.ob_size;
-	if (n < 0 || (size_t)n > MAX_LINETABLE)
-		return NULL;
-	uint8_t *p = malloc((size_t)n + 1);
-	if (!p || (n && rd(p, (const char *)addr + offsetof(PyBytesObject, ob_sval), (size_t)n))) {
-		free(p);
-		return NULL;
-	}
-	*len = (size_t)n;
-	return p;
-}
-
-static int read_code_with(reader_fn rd, uint64_t addr, struct strata_codeinfo *out)
-{
-	PyCodeObject co;
-	memset(out, 0, sizeof(*out));
-	if (rd(&co, (void *)(uintptr_t)addr, sizeof(co)) || ((PyObject *)&co)->ob_type != T_CODE)
-		return -1;
-	out->firstlineno = co.co_firstlineno > 0 ? (uint32_t)co.co_firstlineno : 0;
-	out->flags = (uint32_t)co.co_flags;
-	out->filename = read_str(rd, co.co_filename);
-	out->name = read_str(rd, co.co_name);
-	out->qualname = read_str(rd, CODE_QUALNAME(&co));
-	out->linetable = read_bytes(rd, CODE_LINETABLE(&co), &out->linetable_len);
-	if (!out->filename || !out->name) {
-		free(out->filename);
-		free(out->name);
-		free(out->qualname);
-		free(out->linetable);
-		memset(out, 0, sizeof(*out));
-		return -1;
-	}
-	return 0;
-}
-
-/* Before 3.11 there is no co_qualname: rebuild it from the source, reading
- * the file if need be (writer) or only if already cached (the deallocation
- * hook, which must not do I/O while it holds the GIL). */
-static void fill_qualname(struct strata_codeinfo *ci, int allow_io)
-{
-	if (PY_VERSION_HEX < 0x030B0000 && !ci->qualname)
-		ci->qualname = srcqual_lookup(ci->filename, ci->firstlineno, ci->name, allow_io);
-}
-
-static int py_read_code(uint64_t addr, struct strata_codeinfo *out)
-{
-	int rc = read_code_with(rd_safe, addr, out);
-	if (rc == 0)
-		fill_qualname(out, 1);
-	return rc;
-}
-
 /* ===== layout check ==================================================== */
 
 /*
@@ -825,40 +622,6 @@ static int layout_check(const _Py_DebugOffsets *table, const char *exe, char *wh
 #endif
 
 #ifndef STRATA_REMOTE
-/* ===== code object deaths ============================================= */
-
-/* The writer resolves code objects a few milliseconds after they were
- * sampled; module bodies and exec() code are often freed by then. Wrapping
- * the code type's deallocator lets the agent keep what it needs of a
- * sampled code object at the moment it dies. */
-static destructor orig_code_dealloc;
-static int (*death_wanted)(uint64_t);
-static void (*death_cb)(uint64_t, struct strata_codeinfo *);
-
-static void strata_code_dealloc(PyObject *op)
-{
-	uint64_t addr = (uint64_t)(uintptr_t)op;
-	if (death_cb && death_wanted(addr)) {
-		struct strata_codeinfo ci;
-		/* Before 3.11 the qualified name is rebuilt from the source by
-		 * the helper (this runs with the GIL held: no file reads). */
-		if (read_code_with(rd_direct, addr, &ci) == 0)
-			death_cb(addr, &ci);
-	}
-	orig_code_dealloc(op);
-}
-
-static int py_hook_code_death(int (*wanted)(uint64_t), void (*on_death)(uint64_t, struct strata_codeinfo *))
-{
-	death_wanted = wanted;
-	death_cb = on_death;
-	if (!orig_code_dealloc) {
-		orig_code_dealloc = PyCode_Type.tp_dealloc;
-		PyCode_Type.tp_dealloc = strata_code_dealloc;
-	}
-	return 0;
-}
-
 /* ===== GIL context ==================================================== */
 
 static int str_endswith(PyObject *s, const char *suffix)
@@ -1046,13 +809,6 @@ static int rp_threads(struct strata_pythread *out, int max)
 	if (setjmp(remote_fail))
 		return -1;
 	return list_threads(out, max);
-}
-
-static char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name)
-{
-	if (PY_VERSION_HEX >= 0x030B0000 || !filename || !name)
-		return NULL;
-	return srcqual_lookup(filename, firstlineno, name, 1);
 }
 
 /* As strata_py_build_check, on the target's own table: read from the

@@ -1,0 +1,99 @@
+/*
+ * py-internal.h — what the files of the per-version module share (the
+ * module itself: pyapi.h): the interpreter's own headers, where the
+ * interpreter is (this process, or the target of the reader build), the
+ * code object's layout per version, and what pyframes.c (frames, thread
+ * states, the entry tables) takes from pycode.c (code objects). Nothing
+ * else includes it. Each of them includes it first (it includes Python.h,
+ * which comes before any system header). Every symbol declared here stays
+ * inside the module (built with -fvisibility=hidden).
+ */
+#ifndef STRATA_PY_INTERNAL_H
+#define STRATA_PY_INTERNAL_H
+
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <frameobject.h>
+
+#include <internal/pycore_pystate.h>
+#if PY_VERSION_HEX >= 0x03090000
+/* 3.8 keeps _PyRuntimeState and PyInterpreterState in pycore_pystate.h. */
+#include <internal/pycore_runtime.h>
+#include <internal/pycore_interp.h>
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_code.h>
+#include <internal/pycore_frame.h>
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14 moved _PyInterpreterFrame into pycore_interpframe_structs.h (with
+ * pycore_interpframe.h for its helpers and pycore_stackref.h for the
+ * tagged references it holds); 3.15 finds the calling thread's state
+ * through the GIL and the thread list (pycore_gil.h). */
+#include <internal/pycore_interpframe.h>
+#include <internal/pycore_gil.h>
+#include <internal/pycore_ceval.h>   /* _PY_EVAL_PLEASE_STOP_BIT, Py_SUPPORTS_REMOTE_DEBUG (PEP 768) */
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyapi.h"
+#include "common/format.h"
+
+/* ===== where the interpreter is ========================================= */
+
+#ifdef STRATA_REMOTE
+/* The target, as strata_pyreader_init was given it (pyframes.c). */
+extern struct strata_remote env;
+#define RUNTIME ((_PyRuntimeState *)(uintptr_t)env.syms.runtime)
+#define T_CODE ((PyTypeObject *)(uintptr_t)env.syms.code_type)
+#define T_FRAME ((PyTypeObject *)(uintptr_t)env.syms.frame_type)
+#define T_UNICODE ((PyTypeObject *)(uintptr_t)env.syms.unicode_type)
+#define T_BYTES ((PyTypeObject *)(uintptr_t)env.syms.bytes_type)
+#else
+/* The core's services, as strata_pyapi_init was given them (pyframes.c). */
+extern const struct strata_core *core;
+#define RUNTIME (&_PyRuntime)
+#define T_CODE (&PyCode_Type)
+#define T_FRAME (&PyFrame_Type)
+#define T_UNICODE (&PyUnicode_Type)
+#define T_BYTES (&PyBytes_Type)
+#endif
+
+/* ===== the code object, per version ===================================== */
+
+/*
+ *   LINETABLE_FMT        the LT_* id of CODE_LINETABLE's bytes
+ *   CODE_LINETABLE(co)   the code object's line table (a bytes object)
+ *   CODE_QUALNAME(co)    its qualified name (a str), NULL before 3.11
+ * The frame and thread-state accessors of each version are in pyframes.c.
+ */
+#if PY_VERSION_HEX < 0x030A0000
+#define LINETABLE_FMT LT_LNOTAB
+#define CODE_LINETABLE(co) ((co)->co_lnotab)
+#elif PY_VERSION_HEX < 0x030B0000
+#define LINETABLE_FMT LT_LINETABLE
+#define CODE_LINETABLE(co) ((co)->co_linetable)
+#else
+#define LINETABLE_FMT LT_LOCATIONS
+#define CODE_LINETABLE(co) ((co)->co_linetable)
+#endif
+#if PY_VERSION_HEX < 0x030B0000
+/* No co_qualname before 3.11: see srcqual.h. */
+#define CODE_QUALNAME(co) ((PyObject *)NULL)
+#else
+#define CODE_QUALNAME(co) ((co)->co_qualname)
+#endif
+
+/* ===== entries (pyapi.h says what each does) ============================ */
+
+/* pycode.c */
+int py_read_code(uint64_t addr, struct strata_codeinfo *out);
+#ifndef STRATA_REMOTE
+int py_hook_code_death(int (*wanted)(uint64_t), void (*on_death)(uint64_t, struct strata_codeinfo *));
+#else
+char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name);
+#endif
+
+#endif
