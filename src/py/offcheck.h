@@ -5,7 +5,7 @@
  * Since 3.13 every CPython starts _PyRuntime with _Py_DebugOffsets: a
  * cookie ("xdebugpy"), its PY_VERSION_HEX, whether it is free-threaded,
  * and the offsets of the struct members out-of-process tools read, as
- * that very interpreter was compiled. The module (pyframes.c) lists, for
+ * that very interpreter was compiled. The module (pylayout.c) lists, for
  * each member it reads that the table covers, where the table keeps it and
  * the offsetof() it was compiled with; this file compares that list with a
  * copy of the running interpreter's table. It knows nothing of CPython's

@@ -3,10 +3,11 @@
  * module itself: pyapi.h): the interpreter's own headers, where the
  * interpreter is (this process, or the target of the reader build), the
  * code object's layout per version, and what pyframes.c (frames, thread
- * states, the entry tables) takes from pycode.c (code objects). Nothing
- * else includes it. Each of them includes it first (it includes Python.h,
- * which comes before any system header). Every symbol declared here stays
- * inside the module (built with -fvisibility=hidden).
+ * states, the entry tables) takes from pycode.c (code objects) and
+ * pylayout.c (the layout checks). Nothing else includes it. Each of them
+ * includes it first (it includes Python.h, which comes before any system
+ * header). Every symbol declared here stays inside the module (built with
+ * -fvisibility=hidden).
  */
 #ifndef STRATA_PY_INTERNAL_H
 #define STRATA_PY_INTERNAL_H
@@ -94,6 +95,13 @@ int py_read_code(uint64_t addr, struct strata_codeinfo *out);
 int py_hook_code_death(int (*wanted)(uint64_t), void (*on_death)(uint64_t, struct strata_codeinfo *));
 #else
 char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name);
+#endif
+
+/* pylayout.c */
+#ifndef STRATA_REMOTE
+int py_api_frame(struct strata_pyframe *out, char *name, size_t n);
+#else
+int rp_check(const char *exe, char *why, size_t n);
 #endif
 
 #endif
