@@ -2,12 +2,12 @@
  * py-internal.h — what the files of the per-version module share (the
  * module itself: pyapi.h): the interpreter's own headers, where the
  * interpreter is (this process, or the target of the reader build), the
- * code object's layout per version, and what pyframes.c (frames, thread
- * states, the entry tables) takes from pycode.c (code objects) and
- * pylayout.c (the layout checks). Nothing else includes it. Each of them
- * includes it first (it includes Python.h, which comes before any system
- * header). Every symbol declared here stays inside the module (built with
- * -fvisibility=hidden).
+ * code object's layout per version, and the entries the tables in pyapi.c
+ * point to. Shared by pyframes.c (frames and thread states), pycode.c
+ * (code objects), pylayout.c (the layout checks) and pyapi.c (the entry
+ * tables); nothing else includes it. Each of them includes it first (it
+ * includes Python.h, which comes before any system header). Every symbol
+ * declared here stays inside the module (built with -fvisibility=hidden).
  */
 #ifndef STRATA_PY_INTERNAL_H
 #define STRATA_PY_INTERNAL_H
@@ -45,7 +45,7 @@
 /* ===== where the interpreter is ========================================= */
 
 #ifdef STRATA_REMOTE
-/* The target, as strata_pyreader_init was given it (pyframes.c). */
+/* The target, as strata_pyreader_init was given it (pyapi.c). */
 extern struct strata_remote env;
 #define RUNTIME ((_PyRuntimeState *)(uintptr_t)env.syms.runtime)
 #define T_CODE ((PyTypeObject *)(uintptr_t)env.syms.code_type)
@@ -53,7 +53,7 @@ extern struct strata_remote env;
 #define T_UNICODE ((PyTypeObject *)(uintptr_t)env.syms.unicode_type)
 #define T_BYTES ((PyTypeObject *)(uintptr_t)env.syms.bytes_type)
 #else
-/* The core's services, as strata_pyapi_init was given them (pyframes.c). */
+/* The core's services, as strata_pyapi_init was given them (pyapi.c). */
 extern const struct strata_core *core;
 #define RUNTIME (&_PyRuntime)
 #define T_CODE (&PyCode_Type)
@@ -88,6 +88,21 @@ extern const struct strata_core *core;
 #endif
 
 /* ===== entries (pyapi.h says what each does) ============================ */
+
+/* pyframes.c */
+int py_phase(void);
+#ifndef STRATA_REMOTE
+int py_ready(void);
+void *py_current_tstate(void);
+int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc);
+void *py_find_tstate(unsigned long pthread_id);
+int py_starting_thread_name(char *buf, size_t n);
+#else
+int rp_phase(void);
+uint64_t rp_find_tstate(unsigned long pthread_id);
+int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc);
+int rp_threads(struct strata_pythread *out, int max);
+#endif
 
 /* pycode.c */
 int py_read_code(uint64_t addr, struct strata_codeinfo *out);

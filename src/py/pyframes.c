@@ -1,5 +1,6 @@
 /*
- * pyframes.c — the per-Python-version half of the agent (see pyapi.h).
+ * pyframes.c — the per-Python-version half of the agent (see pyapi.h):
+ * the interpreter's frames and thread states.
  *
  * Compiled against each interpreter's own internal headers (Py_BUILD_CORE),
  * twice:
@@ -20,8 +21,10 @@
  * walking and reading logic after it is shared. docs/versions.md has the
  * per-version table.
  *
- * Code objects, read for the writer and at their death, are in pycode.c,
- * the layout checks in pylayout.c; what they share is in py-internal.h.
+ * This file holds what runs in the signal handler and everything that
+ * needs the per-version frame and thread-state accessors; the rest of the
+ * module is beside it (py-internal.h): code objects for the writer
+ * (pycode.c), the layout checks (pylayout.c), the entry tables (pyapi.c).
  */
 #include "py-internal.h"
 
@@ -29,13 +32,9 @@
 #include <setjmp.h>
 #include <string.h>
 
-#include "pyobjects.h"
-
 /* ===== reading interpreter memory ======================================= */
 
 #ifdef STRATA_REMOTE
-struct strata_remote env;
-
 /* A few recently read blocks of the target: the fields of one struct are
  * read one by one, and each read is a system call. The cache lives for one
  * call into the reader (remote_begin), so nothing stale is ever used. */
@@ -87,7 +86,6 @@ static void remote_load(void *dst, const void *src, size_t n)
 
 #define LD(lv) ({ __typeof__(lv) ld_v_; remote_load(&ld_v_, &(lv), sizeof(ld_v_)); ld_v_; })
 #else
-const struct strata_core *core;
 #define LD(lv) (lv)
 #endif
 /* An object's type, through LD. */
@@ -381,10 +379,9 @@ static PyThreadState *bound_tstate(void) { return pthread_getspecific(tss_key())
 
 #include "gcstate.h"
 
-
 /* ===== frames ========================================================== */
 
-static int py_phase(void)
+int py_phase(void)
 {
 	if (runtime_finalizing())
 		return STRATA_PHASE_FINALIZING;
@@ -490,9 +487,9 @@ static int list_threads(struct strata_pythread *out, int max)
 #ifndef STRATA_REMOTE
 /* ===== handler context (in-process) ===================================== */
 
-static int py_ready(void) { return tstate_ready(); }
+int py_ready(void) { return tstate_ready(); }
 
-static void *py_current_tstate(void)
+void *py_current_tstate(void)
 {
 	if (!tstate_ready())
 		return NULL;
@@ -510,15 +507,13 @@ static void *py_current_tstate(void)
 	return bound_tstate();
 }
 
-static int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
+int py_walk(void *tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
 {
 	return walk_frames(tstate, out, max, missing, gc);
 }
 
-static void *py_find_tstate(unsigned long pthread_id) { return find_thread(pthread_id); }
-#endif
+void *py_find_tstate(unsigned long pthread_id) { return find_thread(pthread_id); }
 
-#ifndef STRATA_REMOTE
 /* ===== GIL context ==================================================== */
 
 static int str_endswith(PyObject *s, const char *suffix)
@@ -538,7 +533,7 @@ static int str_endswith(PyObject *s, const char *suffix)
  * not hold the GIL, must not touch the C API: the GIL is checked directly,
  * since PyGILState_Check() answers yes for everyone once subinterpreters
  * exist. */
-static int py_starting_thread_name(char *buf, size_t n)
+int py_starting_thread_name(char *buf, size_t n)
 {
 	if (!Py_IsInitialized() || !tstate_ready())
 		return -1;
@@ -576,46 +571,11 @@ static int py_starting_thread_name(char *buf, size_t n)
 	PyErr_Restore(et, ev, tb);
 	return rc;
 }
-
-static void py_symbols(struct strata_pysyms *out)
-{
-	out->runtime = (uint64_t)(uintptr_t)&_PyRuntime;
-	out->code_type = (uint64_t)(uintptr_t)&PyCode_Type;
-	out->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
-	out->unicode_type = (uint64_t)(uintptr_t)&PyUnicode_Type;
-	out->bytes_type = (uint64_t)(uintptr_t)&PyBytes_Type;
-}
-
-/* ===== entry point ==================================================== */
-
-static const struct strata_pyapi api = {
-	.api_version = STRATA_PYAPI_VERSION,
-	.built_for = PY_VERSION,
-	.linetable_fmt = LINETABLE_FMT,
-	.ready = py_ready,
-	.phase = py_phase,
-	.current_tstate = py_current_tstate,
-	.walk = py_walk,
-	.find_tstate = py_find_tstate,
-	.read_code = py_read_code,
-	.hook_code_death = py_hook_code_death,
-	.starting_thread_name = py_starting_thread_name,
-	.symbols = py_symbols,
-	.api_frame = py_api_frame,
-	.obj_type = pyobj_type,
-	.type_name = pyobj_type_name,
-};
-
-__attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_init(const struct strata_core *c)
-{
-	core = c;
-	return &api;
-}
 #else /* STRATA_REMOTE */
 
 /* ===== entry points (reading another process) =========================== */
 
-static int rp_phase(void)
+int rp_phase(void)
 {
 	remote_begin();
 	if (setjmp(remote_fail))
@@ -623,7 +583,7 @@ static int rp_phase(void)
 	return py_phase();
 }
 
-static uint64_t rp_find_tstate(unsigned long pthread_id)
+uint64_t rp_find_tstate(unsigned long pthread_id)
 {
 	remote_begin();
 	if (setjmp(remote_fail))
@@ -631,7 +591,7 @@ static uint64_t rp_find_tstate(unsigned long pthread_id)
 	return (uint64_t)(uintptr_t)find_thread(pthread_id);
 }
 
-static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
+int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *missing, int *gc)
 {
 	remote_begin();
 	*missing = 0;
@@ -642,99 +602,11 @@ static int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_
 	return walk_frames((PyThreadState *)(uintptr_t)tstate, out, max, missing, gc);
 }
 
-static int rp_threads(struct strata_pythread *out, int max)
+int rp_threads(struct strata_pythread *out, int max)
 {
 	remote_begin();
 	if (setjmp(remote_fail))
 		return -1;
 	return list_threads(out, max);
-}
-
-static int rp_read(void *ctx, void *dst, uint64_t src, size_t n)
-{
-	(void)ctx;
-	return env.read(env.ctx, dst, src, n);
-}
-
-static uint64_t rp_obj_type(uint64_t block, uint64_t size, uint64_t *tag)
-{
-	return pyobj_type(rp_read, NULL, block, size, tag);
-}
-
-static int rp_type_name(uint64_t type, char *buf, size_t n, uint64_t *tag)
-{
-	return pyobj_type_name(rp_read, NULL, type, buf, n, tag);
-}
-
-/* PEP 768: the request's fields, located with the target's own
- * _Py_DebugOffsets (as sys.remote_exec locates them), checked against the
- * layout this reader was built for. */
-static int rp_remote_exec(uint64_t tstate, struct strata_rexec *out, char *why, size_t n)
-{
-	memset(out, 0, sizeof(*out));
-#if PY_VERSION_HEX >= 0x030E0000
-#if !defined(Py_REMOTE_DEBUG) || !defined(Py_SUPPORTS_REMOTE_DEBUG)
-	(void)tstate;
-	snprintf(why, n, "this Python was built without remote debugging (PEP 768)");
-	return -1;
-#else
-	_Py_DebugOffsets t;
-	uint64_t at = env.syms.runtime + offsetof(_PyRuntimeState, debug_offsets);
-	if (env.read(env.ctx, &t, at, sizeof(t)) || memcmp(t.cookie, _Py_Debug_Cookie, sizeof(t.cookie)) != 0) {
-		snprintf(why, n, "cannot read the interpreter's debug offsets");
-		return -1;
-	}
-	const struct _debugger_support *d = &t.debugger_support;
-	if (d->remote_debugger_support != offsetof(PyThreadState, remote_debugger_support) ||
-	    d->eval_breaker != offsetof(PyThreadState, eval_breaker) ||
-	    d->debugger_pending_call != offsetof(_PyRemoteDebuggerSupport, debugger_pending_call) ||
-	    d->debugger_script_path != offsetof(_PyRemoteDebuggerSupport, debugger_script_path) ||
-	    d->debugger_script_path_size != sizeof(((_PyRemoteDebuggerSupport *)0)->debugger_script_path)) {
-		snprintf(why, n, "the interpreter's debugger offsets differ from those of the Python %s headers",
-			 PY_VERSION);
-		return -1;
-	}
-	uint64_t interp = 0;
-	int32_t enabled = 0;
-	if (env.read(env.ctx, &interp, env.syms.runtime + t.runtime_state.interpreters_head, sizeof(interp)) ||
-	    !interp || env.read(env.ctx, &enabled, interp + d->remote_debugging_enabled, sizeof(enabled))) {
-		snprintf(why, n, "cannot read the main interpreter");
-		return -1;
-	}
-	out->enabled = enabled;
-	out->pending_call = tstate + d->remote_debugger_support + d->debugger_pending_call;
-	out->script_path = tstate + d->remote_debugger_support + d->debugger_script_path;
-	out->script_path_size = d->debugger_script_path_size;
-	out->eval_breaker = tstate + d->eval_breaker;
-	out->stop_bit = _PY_EVAL_PLEASE_STOP_BIT;
-	return 0;
-#endif
-#else
-	(void)tstate;
-	snprintf(why, n, "sys.remote_exec (PEP 768) came with Python 3.14");
-	return -1;
-#endif
-}
-
-static const struct strata_pyreader reader = {
-	.api_version = STRATA_PYAPI_VERSION,
-	.built_for = PY_VERSION,
-	.linetable_fmt = LINETABLE_FMT,
-	.phase = rp_phase,
-	.find_tstate = rp_find_tstate,
-	.walk = rp_walk,
-	.read_code = py_read_code,
-	.qualname = rp_qualname,
-	.check = rp_check,
-	.threads = rp_threads,
-	.obj_type = rp_obj_type,
-	.type_name = rp_type_name,
-	.remote_exec = rp_remote_exec,
-};
-
-__attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)
-{
-	env = *r;
-	return &reader;
 }
 #endif
