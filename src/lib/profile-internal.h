@@ -1,8 +1,9 @@
 /*
  * profile-internal.h — loader state behind struct profile (p->in), shared
  * by the files that implement profile.h: profile.c (ingesting records),
- * stacks.c (turning a stack record into a call-tree node), native.c
- * (native frames) and aggregate.c. Nothing else includes it.
+ * profile-procs.c (the session, its processes and threads), stacks.c
+ * (turning a stack record into a call-tree node), native.c (native
+ * frames) and aggregate.c. Nothing else includes it.
  */
 #ifndef STRATA_PROFILE_INTERNAL_H
 #define STRATA_PROFILE_INTERNAL_H
@@ -147,6 +148,26 @@ uint32_t profile_marker_frame(struct profile *p, const char *name);
  * its stack record `stack`, its values zero; its index, or UINT64_MAX. */
 uint64_t profile_append_sample(struct profile *p, uint32_t st, uint32_t pr, uint32_t tid, uint32_t stack,
 			       uint64_t time, uint32_t flags);
+
+/* profile.c: grows *arr (elements of `size` bytes) to hold at least n,
+ * doubling; 0, or -1 on OOM. */
+int grow(void *arr, uint32_t *cap, uint64_t n, size_t size);
+
+/* profile-procs.c: the records that say what ran, each handed over by
+ * on_record; and what the rest of the loader asks of them: the process of
+ * stream `st` (a placeholder when its REC_PROCESS was lost), thread `tid`
+ * of process `proc` (made on first sight), both PNONE on OOM; and the
+ * events' names, "samples" then `names` (0, or -1 on OOM). */
+uint32_t stream_proc(struct profile *p, uint32_t st, const struct reader_stream *rs);
+uint32_t thread_get(struct profile *p, uint32_t proc, uint32_t tid);
+int set_events(struct profile *p, uint32_t n, char **names);
+void on_session(struct profile *p, struct rbuf *body);
+void on_session_end(struct profile *p, struct rbuf *body);
+void on_process(struct profile *p, uint32_t st, struct rbuf *body);
+void on_process_end(struct profile *p, uint32_t st, const struct reader_stream *rs, struct rbuf *body);
+void on_thread(struct profile *p, uint32_t st, const struct reader_stream *rs, uint64_t type, struct rbuf *body);
+void on_dropped(struct profile *p, uint32_t st, const struct reader_stream *rs, struct rbuf *body);
+void on_event_desc(struct profile *p, struct rbuf *body);
 
 /* objects.c: a process that sampled allocations; the records of
  * allocations; freeing what objects.c owns. */
