@@ -111,7 +111,8 @@ asan: $(ASAN_BINS) $(ASAN_DIR)/strata asan-native
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_JOBS    ?= 1
-FUZZ_SRC     = tests/fuzz/fuzz_reader.c $(UNIT_LIB_SRC) src/cli/builtin-report.c
+# `strata report` is the builtin and its report-*.c pieces (tables, JSON, types).
+FUZZ_SRC     = tests/fuzz/fuzz_reader.c $(UNIT_LIB_SRC) src/cli/builtin-report.c $(wildcard src/cli/report-*.c)
 
 $(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h src/*/*/*.h) tests/unit/synth.h tests/fuzz/coverage-ignore.txt
 	@mkdir -p $(dir $@)
