@@ -51,7 +51,7 @@ struct writer W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1
 
 /* There is an output (else standby: records are dropped). In the shared
  * state: the target's deallocation hook asks too. */
-/* A process whose module was refused after the start (agent.c) has
+/* A process whose module was refused after the start (pymodule.c) has
  * none, whatever the order it and this helper set things in. */
 int writer_has_output(void)
 {
@@ -342,7 +342,7 @@ static void *writer_main(void *arg)
 				;
 		}
 		/* A module of another patch release not checked yet
-		 * (agent.c): the samples wait in the rings. */
+		 * (pymodule.c): the samples wait in the rings. */
 		if (atomic_load(&agent.layout) == LAYOUT_PENDING) {
 			idle = 0;
 			continue;
@@ -428,7 +428,7 @@ void writer_finish(int reason)
 	int expected = LAYOUT_PENDING;
 	if (atomic_compare_exchange_strong(&agent.layout, &expected, LAYOUT_BAD)) {
 		/* It ended before its module could be checked on a live
-		 * frame: what was sampled is not written (agent.c). */
+		 * frame: what was sampled is not written (pymodule.c). */
 		atomic_store(&agent.has_output, 0);
 		char exe[4096], path[64];
 		snprintf(path, sizeof(path), "/proc/%d/exe", (int)agent.pid);
