@@ -342,9 +342,9 @@ void signals_resolve(void);
 
 /* sampler.c */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
-/* An allocation sample (objects.c): the calling thread's stack with the
- * AW_N words of objects.h; uc: registers to unwind from (--native), or
- * NULL. Returns 0, or -1 if the ring was full. */
+/* An allocation sample (objects-sample.c): the calling thread's stack
+ * with the AW_N words of objects.h; uc: registers to unwind from
+ * (--native), or NULL. Returns 0, or -1 if the ring was full. */
 int sample_alloc_capture(struct tslot *s, const void *uc, const uint64_t *words);
 void sample_alloc_init(void);
 
