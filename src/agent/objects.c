@@ -1,7 +1,9 @@
 /*
  * objects.c — allocation sampling in the profiled process (--objects):
- * CPython's allocator hooks, byte-based Poisson sampling, the table of
- * sampled blocks, and when the hooks go in and out.
+ * CPython's allocator hooks (and libc's), the frees of sampled blocks,
+ * and when the hooks go in and out. The sample point (byte-based Poisson
+ * sampling, the capture, entering a block into the table of sampled
+ * blocks) is objects-sample.c; objects-internal.h is what they share.
  *
  * Hooks: PyMem_SetAllocator on the three domains (RAW, MEM, OBJ), which
  * every CPython 3.8+ has; each hook calls the allocator it replaced. They
@@ -17,20 +19,16 @@
  * sampled blocks (a bit per cell of a counting filter). At a sample point
  * the thread captures its stack into its ring exactly as the sampling
  * signal does (sampler.c), without allocating, and enters the block into
- * the shared table. Reentrancy: a
+ * the shared table (objects-sample.c). Reentrancy: a
  * thread busy sampling ignores its own calls; RAW calls made by the OBJ
  * and MEM allocators underneath a hooked call are not counted twice.
  */
 #include <dlfcn.h>
 #include <link.h>
 #include <malloc.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "shm/agent.h"
@@ -38,6 +36,7 @@
 #include "shm/objects.h"
 #include "shm/shm.h"
 #include "common/format.h"
+#include "objects-internal.h"
 
 /* CPython's stable allocator API (pymem.h), declared here because the
  * core is built without Python's headers. */
@@ -48,9 +47,6 @@ typedef struct {
 	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
 	void (*free)(void *ctx, void *ptr);
 } pymem_alloc;
-enum { D_RAW = 0, D_MEM = 1, D_OBJ = 2, D_N = 3, D_LIBC = 3 /* libc's, from other objects */ };
-_Static_assert((int)D_LIBC == (int)ALLOC_MALLOC && (int)D_RAW == (int)ALLOC_RAW && (int)D_MEM == (int)ALLOC_MEM && (int)D_OBJ == (int)ALLOC_OBJ,
-	       "hook domains are the file's allocation domains");
 
 static void (*get_allocator)(int domain, pymem_alloc *out);
 static void (*set_allocator)(int domain, pymem_alloc *in);
@@ -63,10 +59,10 @@ static int installed;          /* changed with the GIL held only */
  * for long. So the hooks go in at load, muted until sampling first
  * starts (the first sample point after that clears this), for at most
  * AWAIT_NS: an attach left paused does not keep them. The load time. */
-static _Atomic uint64_t awaiting;
+_Atomic uint64_t awaiting;
 #define AWAIT_NS 5000000000ull
 
-static int still_awaiting(void)
+int still_awaiting(void)
 {
 	uint64_t t = atomic_load_explicit(&awaiting, memory_order_relaxed);
 	return t && mono_ns() - t < AWAIT_NS;
@@ -75,38 +71,18 @@ static int still_awaiting(void)
  * through a pointer). */
 static struct objtab *tab;
 
-struct otls {
-	int64_t left;          /* bytes until the next sample point */
-	uint64_t rng;
-	int depth;             /* inside a hooked OBJ/MEM call */
-	int busy;              /* taking a sample */
-};
-static TLS_IE __thread struct otls ot;
+TLS_IE __thread struct otls ot;
 
-/* ---- sampling ---- */
+/* ---- counting, on every call (the sample point is objects-sample.c) ---- */
 
-static uint64_t rng_next(uint64_t *s)
+static inline void account(int domain, void *p, size_t n)
 {
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1Dull;
+	if ((ot.left -= (int64_t)n) > 0 || ot.busy)
+		return;
+	take_sample(domain, p, n);
 }
 
-/* Bytes to the next sample point: exponential with mean objects_rate. */
-static int64_t next_interval(void)
-{
-	if (!ot.rng) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ot.rng = ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull) ^ (uint64_t)syscall(SYS_gettid) ^ 1;
-	}
-	double u = ((double)(rng_next(&ot.rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-	double v = -log(u) * (double)agent.cfg.objects_rate;
-	return v < 1 ? 1 : v > 1e15 ? (int64_t)1e15 : (int64_t)v;
-}
+/* ---- frees of sampled blocks ---- */
 
 /* Loads under the fault guard (the caller set it up). */
 static int guarded_read(void *ctx, void *dst, uint64_t src, size_t n)
@@ -116,151 +92,6 @@ static int guarded_read(void *ctx, void *dst, uint64_t src, size_t n)
 		return -1;
 	memcpy(dst, (const void *)(uintptr_t)src, n);
 	return 0;
-}
-
-/* The registers of this point, for --native: the unwinder starts here
- * (sampler.c drops the agent's own frames). */
-static inline __attribute__((always_inline)) void here(ucontext_t *uc)
-{
-	uint64_t r[9];
-	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
-			 "mov %%rax, 0(%0)\n\t"
-			 "mov %%rsp, 8(%0)\n\t"
-			 "mov %%rbp, 16(%0)\n\t"
-			 "mov %%rbx, 24(%0)\n\t"
-			 "mov %%r12, 32(%0)\n\t"
-			 "mov %%r13, 40(%0)\n\t"
-			 "mov %%r14, 48(%0)\n\t"
-			 "mov %%r15, 56(%0)\n\t"
-			 :
-			 : "r"(r)
-			 : "rax", "memory");
-	memset(uc, 0, sizeof(*uc));
-	greg_t *g = uc->uc_mcontext.gregs;
-	g[REG_RIP] = (greg_t)r[0];
-	g[REG_RSP] = (greg_t)r[1];
-	g[REG_RBP] = (greg_t)r[2];
-	g[REG_RBX] = (greg_t)r[3];
-	g[REG_R12] = (greg_t)r[4];
-	g[REG_R13] = (greg_t)r[5];
-	g[REG_R14] = (greg_t)r[6];
-	g[REG_R15] = (greg_t)r[7];
-}
-
-/* A sampled block in a filter cell, and one gone. A cell's bit is set
- * while its count is not zero: set after an increment; cleared by the
- * decrement to zero, which then looks again and sets it back if an
- * increment came in between (these are rare: samples and their frees). */
-static void filter_add(struct objtab *t, uint32_t f)
-{
-	atomic_fetch_add(&t->filter[f], 1);
-	atomic_fetch_or(&t->filter_bits[f >> 3], (uint8_t)(1u << (f & 7)));
-}
-
-static void filter_remove(struct objtab *t, uint32_t f)
-{
-	if (atomic_fetch_sub(&t->filter[f], 1) != 1)
-		return;
-	atomic_fetch_and(&t->filter_bits[f >> 3], (uint8_t)~(1u << (f & 7)));
-	if (atomic_load(&t->filter[f]))
-		atomic_fetch_or(&t->filter_bits[f >> 3], (uint8_t)(1u << (f & 7)));
-}
-
-/* Enters a sampled block; its slot, or UINT32_MAX if the window is full. */
-static uint32_t table_insert(struct objtab *t, uint64_t addr, uint64_t id, uint64_t size, int domain)
-{
-	uint32_t f = objfilter_slot(addr);
-	if (atomic_load_explicit(&t->filter[f], memory_order_relaxed) >= 250)
-		return UINT32_MAX;
-	uint32_t h = objtab_home(addr);
-	for (uint32_t i = 0; i < OBJTAB_WINDOW; i++) {
-		uint32_t k = (h + i) & (OBJTAB_SIZE - 1);
-		struct objent *e = &t->e[k];
-		uint32_t exp = OBJ_EMPTY;
-		if (atomic_load_explicit(&e->state, memory_order_relaxed) != OBJ_EMPTY ||
-		    !atomic_compare_exchange_strong(&e->state, &exp, OBJ_CLAIMED))
-			continue;
-		atomic_fetch_or(&t->used[k / 64], 1ull << (k % 64));
-		e->addr = addr;
-		e->id = id;
-		e->size = size;
-		e->domain = (uint8_t)domain;
-		e->written = 0;
-		e->type_written = 0;
-		e->scans = 0;
-		e->free_ns = 0;
-		atomic_store_explicit(&e->type, OBJTYPE_UNKNOWN, memory_order_relaxed);
-		filter_add(t, f);
-		atomic_store_explicit(&e->state, OBJ_LIVE, memory_order_release);
-		return k;
-	}
-	return UINT32_MAX;
-}
-
-/* Takes a slot back whose sample never reached the ring. */
-static void table_release(struct objtab *t, uint32_t k)
-{
-	struct objent *e = &t->e[k];
-	filter_remove(t, objfilter_slot(e->addr));
-	atomic_fetch_and(&t->used[k / 64], ~(1ull << (k % 64)));
-	atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
-}
-
-static void remove_hooks(void);
-
-static void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
-{
-	ot.left = next_interval();
-	struct tslot *s = tls_slot;
-	struct objtab *t = agent.objtab;
-	if (!t || !agent.active)
-		return;
-	if (atomic_load_explicit(&agent.stopping, memory_order_relaxed))
-		return; /* exiting: muted, left in (the runtime may be gone) */
-	if (!atomic_load_explicit(&agent.sampling, memory_order_relaxed)) {
-		/* Sampling is off: the hooks go (with the GIL, which OBJ and
-		 * MEM callers hold). */
-		if ((domain == D_MEM || domain == D_OBJ) && agent_py->phase() == STRATA_PHASE_RUNNING &&
-		    !still_awaiting())
-			remove_hooks();
-		return;
-	}
-	if (atomic_load_explicit(&awaiting, memory_order_relaxed))
-		atomic_store_explicit(&awaiting, 0, memory_order_relaxed);
-	/* A fork child before its agent took over: the region is still
-	 * the parent's. The recording of allocations ends where the
-	 * interpreter starts finalizing (what is live then is live). */
-	if (getpid() != agent.pid || agent_py->phase() != STRATA_PHASE_RUNNING)
-		return;
-	if (!s || s->in_handler || atomic_load_explicit(&s->exited, memory_order_relaxed)) {
-		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
-		return;
-	}
-	ot.busy = 1;
-	s->in_handler = 1; /* the sampling signal waits: we use the guard */
-	uint64_t id = atomic_fetch_add_explicit(&t->next_id, 1, memory_order_relaxed) + 1;
-	uint32_t k = table_insert(t, (uint64_t)(uintptr_t)p, id, n, domain);
-	uint64_t w[AW_N] = { id, n, (uint64_t)domain | (k == UINT32_MAX ? (uint64_t)ALLOC_UNTRACKED << 8 : 0),
-			     k };
-	if (k == UINT32_MAX)
-		atomic_fetch_add_explicit(&t->untracked, 1, memory_order_relaxed);
-	ucontext_t uc;
-	if (agent.cfg.native)
-		here(&uc);
-	if (sample_alloc_capture(s, agent.cfg.native ? &uc : NULL, w) != 0) {
-		if (k != UINT32_MAX)
-			table_release(t, k);
-		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
-	}
-	s->in_handler = 0;
-	ot.busy = 0;
-}
-
-static inline void account(int domain, void *p, size_t n)
-{
-	if ((ot.left -= (int64_t)n) > 0 || ot.busy)
-		return;
-	take_sample(domain, p, n);
 }
 
 /* Whether the shared names hold type `type` with identity `tag`. */
@@ -717,7 +548,7 @@ static void install_hooks(void)
 /* With the GIL. When someone hooked a domain on top of ours since
  * (tracemalloc started by the program), taking ours out would take theirs
  * too: then ours stay in every domain, muted. */
-static void remove_hooks(void)
+void remove_hooks(void)
 {
 	if (!installed)
 		return;

@@ -54,7 +54,7 @@ static uint8_t phase_flag(void)
 /* Captures one sample of the calling thread, whose slot is s, into its
  * ring. */
 /* The agent's own code: an allocation sample's native stack starts in
- * it (objects.c) and is shown from its caller on. */
+ * it (objects-sample.c) and is shown from its caller on. */
 static uint64_t self_lo, self_hi;
 
 static int self_range(struct dl_phdr_info *info, size_t size, void *data)
@@ -75,7 +75,7 @@ static int self_range(struct dl_phdr_info *info, size_t size, void *data)
 
 /* Captures one sample of the calling thread, whose slot is s, into its
  * ring; returns 0, or -1 if the ring was full. `alloc`: an allocation
- * sample (objects.c), whose AW_N words ride where counters do. */
+ * sample (objects-sample.c), whose AW_N words ride where counters do. */
 static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint64_t *counters, uint32_t ncounters,
 		   const uint64_t *alloc)
 {
@@ -170,7 +170,7 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 		}
 		h->stack_flags |= nflags;
 		if (alloc) {
-			/* Started in objects.c: from the allocator's caller on. */
+			/* Started in objects-sample.c: from the allocator's caller on. */
 			int skip = 0;
 			while (skip < nn && nat[skip] >= self_lo && nat[skip] < self_hi)
 				skip++;

@@ -232,7 +232,7 @@ AGENT_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *
 		return real_create(t, attr, fn, arg);
 	b->fn = fn;
 	b->arg = arg;
-	/* Not with a module that is still to be checked (agent.c). */
+	/* Not with a module that is still to be checked (pymodule.c). */
 	b->named = atomic_load(&agent.layout) == LAYOUT_OK &&
 		   agent_py->starting_thread_name(b->name, sizeof(b->name)) == 0;
 	int rc = real_create(t, attr, trampoline, b);

@@ -21,7 +21,7 @@ int agentd_target_pidfd(void);
  * threads any more, they may be another program's. One small read. */
 int agentd_target_gone(void);
 
-/* writer.c */
+/* writer.c (its pieces share writer.h) */
 int writer_start(void);
 int writer_start_standby(void);
 /* Stops the writer thread, drains every ring and ends the stream. */
@@ -29,9 +29,9 @@ void writer_finish(int reason);
 void writer_poke(void);
 /* Sampling is about to start: code deaths matter again. */
 void writer_set_busy(void);
-/* Output control for control.c. attach: fd (>= 0) or path names the new
- * output; with create_session the agent writes the file header and a
- * session of its own first (the file must be empty). */
+/* writer-output.c: output control for control.c. attach: fd (>= 0) or
+ * path names the new output; with create_session the agent writes the
+ * file header and a session of its own first (the file must be empty). */
 int writer_attach(int fd, const char *path, int create_session, char *err, size_t errlen);
 int writer_detach(char *err, size_t errlen);
 /* Copies what the output holds so far, as a finished profile, to dst. */
@@ -40,7 +40,7 @@ void writer_flush_now(void);
 /* The current output's path into buf ("" when there is none); returns
  * whether there is an output. */
 int writer_output(char *buf, size_t n);
-/* A slot the writer retires: the helper's descriptors for it go. */
+/* agentd.c: a slot the writer retires: the helper's descriptors for it go. */
 void helper_slot_release(struct tslot *s);
 
 /* control.c */

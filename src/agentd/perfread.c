@@ -183,7 +183,7 @@ static off_t src_size(struct src *s)
 	if (s->fd < 0) {
 		/* Tried on every pass, before the rings are drained, and again
 		 * before a stack with an address in no object is written
-		 * (writer.c): an entry is written before its code runs,
+		 * (writer-stacks.c): an entry is written before its code runs,
 		 * so every sample that can point into the code is written
 		 * after its entry was read. */
 		snprintf(path, sizeof(path), s->fmt, (int)R.pid);

@@ -105,7 +105,7 @@ struct strata_pyapi {
 	/* gil: the calling thread's innermost Python frame as CPython's own
 	 * C API reports it (PyEval_GetFrame, f_code, f_lasti, co_firstlineno,
 	 * co_name), whatever the layout: what the core compares a walk with
-	 * to check a module built for another patch release (agent.c).
+	 * to check a module built for another patch release (pymodule.c).
 	 * out->flags is 0. Returns 0, or -1 if no Python frame runs. Leaves
 	 * no exception set. */
 	int (*api_frame)(struct strata_pyframe *out, char *name, size_t n);

@@ -127,7 +127,7 @@ static int layout_check(const _Py_DebugOffsets *table, const char *exe, char *wh
  * core right after loading the module, before any other entry; it reads
  * only static data of the interpreter (_PyRuntime's initializer), so it
  * runs before Py_Initialize. Before 3.13 there is no table: the core checks
- * a module of another patch release on live frames instead (agent.c).
+ * a module of another patch release on live frames instead (pymodule.c).
  */
 __attribute__((visibility("default"))) int strata_py_build_check(char *why, size_t n)
 {

@@ -17,9 +17,11 @@
  *
  * The folders say which program a file runs in (docs/hacking.md):
  *   src/agent/   libstrata-agent.so, in the profiled process: lifecycle
- *                (agent.c), the helper's start (link.c), signal handlers,
- *                the sample capture, threads, fork/exec, sleeps, --native
- *                unwinding, JIT leaves, --objects hooks and GOT slots
+ *                (agent.c), its options (options.c), the module for this
+ *                interpreter (pymodule.c), the helper's start (link.c),
+ *                signal handlers, the sample capture, threads, fork/exec,
+ *                sleeps, --native unwinding, JIT leaves, --objects hooks
+ *                and GOT slots
  *   src/agentd/  strata-agentd: writer, control, wall sampler, /proc scan,
  *                unwind tables, JIT polling, perf maps, reading the target
  *   src/shm/     both: this header and the region's layout (shm.h), rings,
@@ -225,7 +227,7 @@ struct agent_state {
 
 	/* Whether the module may read this interpreter (enum layout_state):
 	 * LAYOUT_PENDING while a module built for another patch release of
-	 * a pre-3.13 CPython waits for its check on a live frame (agent.c);
+	 * a pre-3.13 CPython waits for its check on a live frame (pymodule.c);
 	 * the helper writes nothing meanwhile. Set by the profiled process,
 	 * or by the helper if the process ends undecided. */
 	_Atomic int layout;
@@ -340,9 +342,9 @@ void signals_resolve(void);
 
 /* sampler.c */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
-/* An allocation sample (objects.c): the calling thread's stack with the
- * AW_N words of objects.h; uc: registers to unwind from (--native), or
- * NULL. Returns 0, or -1 if the ring was full. */
+/* An allocation sample (objects-sample.c): the calling thread's stack
+ * with the AW_N words of objects.h; uc: registers to unwind from
+ * (--native), or NULL. Returns 0, or -1 if the ring was full. */
 int sample_alloc_capture(struct tslot *s, const void *uc, const uint64_t *words);
 void sample_alloc_init(void);
 

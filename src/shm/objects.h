@@ -1,7 +1,7 @@
 /*
  * objects.h — allocation sampling (strata record --objects): the shared
  * table of sampled blocks, between the profiled process's allocator hooks
- * (objects.c) and the helper's writer (writer-objects.c).
+ * (objects.c, objects-sample.c) and the helper's writer (writer-objects.c).
  *
  * The hooks sample allocations by bytes (a Poisson process: one sample
  * per objects_rate bytes on average), capture the stack into the thread's
