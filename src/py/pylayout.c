@@ -3,7 +3,7 @@
  * the members it reads, compared with the interpreter's own table of its
  * layout (3.13+, with offcheck.c), in this process (strata_py_build_check)
  * or in the reader's target; and, before 3.13, CPython's own answer for
- * the innermost frame, which the core compares a walk with (agent.c).
+ * the innermost frame, which the core compares a walk with (pymodule.c).
  * See py-internal.h.
  *
  * Separate from pyframes.c because it reads no frame: it names the
