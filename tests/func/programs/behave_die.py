@@ -13,9 +13,12 @@ def burn(n):
 
 
 print("burning", flush=True)
-burn(3_000_000)
-# SIGINT's default action is replaced by Python's KeyboardInterrupt:
-# restore it, as a program that wants to die on ^C does.
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.kill(os.getpid(), getattr(signal, "SIG" + sys.argv[1]))
+burn(8_000_000)
+# SIGINT's default action is replaced by Python's KeyboardInterrupt, and a
+# signal may come ignored from the parent (nohup ignores SIGHUP): restore
+# the default action, as a program that wants to die of it does.
+sig = getattr(signal, "SIG" + sys.argv[1])
+if sig != signal.SIGKILL:
+    signal.signal(sig, signal.SIG_DFL)
+os.kill(os.getpid(), sig)
 print("not reached")
