@@ -72,6 +72,16 @@ struct agent_config {
 	int objects;                 /* --objects: sample allocations (objects.c) */
 	uint64_t objects_rate;       /* mean bytes between allocation samples */
 	char output[4096];
+	/* Continuous profiling (docs/send.md): every send_every_ms the
+	 * helper ends the stream's window and leaves it in the spool
+	 * directory send_dir for the sender (`strata send --spool`); it
+	 * keeps at most send_queue windows there. Empty: not sending. Set
+	 * by `strata record --send` (STRATA_OPTIONS), by the helper itself
+	 * (STRATA_SEND, `strata ctl PID send`); a fork child inherits it and
+	 * sends through its parent's sender. */
+	char send_dir[512];
+	unsigned send_every_ms;
+	unsigned send_queue;
 };
 
 /* One registered thread, in the shared region. Made by the thread itself
