@@ -347,6 +347,21 @@ void send_window_chunk(const void *d, size_t n) { put(d, n); }
 
 int send_window_due(uint64_t now) { return S.on && now - S.start_mono >= agent.cfg.send_every_ms * 1000000ull; }
 
+/* Our drop count where the sender sums it for its last word (drops-PID). */
+static void note_drops(void)
+{
+	char p[1024];
+	snprintf(p, sizeof(p), "%s/drops-%d", S.dir, (int)agent.pid);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	char b[64];
+	int n = snprintf(b, sizeof(b), "dropped=%llu\n", (unsigned long long)S.dropped);
+	ssize_t w = write(fd, b, (size_t)n);
+	(void)w;
+	close(fd);
+}
+
 void send_window_close(int publish)
 {
 	if (S.fd < 0)
@@ -373,8 +388,10 @@ void send_window_close(int publish)
 	 * took already is gone, and nothing is lost. */
 	if (S.nq == agent.cfg.send_queue) {
 		char old[1024];
-		if (!spool_window_path(old, sizeof(old), S.dir, S.queue[0], agent.pid, 0) && unlink(old) == 0)
+		if (!spool_window_path(old, sizeof(old), S.dir, S.queue[0], agent.pid, 0) && unlink(old) == 0) {
 			S.dropped++;
+			note_drops();
+		}
 		memmove(S.queue, S.queue + 1, (S.nq - 1) * sizeof(*S.queue));
 		S.nq--;
 	}
