@@ -224,6 +224,8 @@ static int one(struct sender *s, const char *name, uint64_t t_ns, pid_t pid, int
 	struct pb body = { 0 };
 	uint64_t samples = 0;
 	int rc = prepare(s, path, t_ns, pid, &body, &samples, msg, sizeof(msg));
+	if (rc == HTTP_REJECTED && access(path, F_OK))
+		return 0; /* dropped by its helper just now */
 	note_pid(s, pid);
 	s->windows++;
 	for (;;) {
@@ -395,27 +397,22 @@ int sender_run(const char *dir, int flags)
 	for (;;) {
 		int writers = spool_has_writers(dir);
 		int final = !writers || stopping;
+		/* The oldest window, listed afresh each time: while one was
+		 * being retried, the helpers may have dropped others. */
 		size_t n;
 		struct win *w = list(dir, &n);
-		for (size_t i = 0; i < n; i++) {
-			if (bad) {
-				char p[1024];
-				snprintf(p, sizeof(p), "%s/%s", dir, w[i].name);
-				unlink(p);
-				s.failed++;
-				continue;
-			}
-			if (one(&s, w[i].name, w[i].t, w[i].pid, final)) {
-				/* The end, and the collector does not answer:
-				 * what is left is not sent. */
-				gave_up += (int)(n - i);
-				break;
-			}
-			if (stopping)
-				final = 1;
+		if (n && bad) {
+			char p[1024];
+			snprintf(p, sizeof(p), "%s/%s", dir, w[0].name);
+			unlink(p);
+			s.failed++;
+		} else if (n && one(&s, w[0].name, w[0].t, w[0].pid, final)) {
+			/* The end, and the collector does not answer: what is
+			 * left is not sent. */
+			gave_up += (int)n;
 		}
 		free(w);
-		if (final && (gave_up || !n || bad))
+		if (final && (gave_up || !n))
 			break;
 		if (!n)
 			sleep_ms(200);
