@@ -377,7 +377,7 @@ static void put_profile(struct enc *e, const struct proc_samples *ps, uint32_t e
 	if (ev == 0) {
 		/* Sampled by time: each sample stands for one period. With -e
 		 * the first event drives sampling, every `period` of it. */
-		const struct pevent_info *ei = p->nevents > 1 ? &p->event_info[1] : NULL;
+		const struct pevent_info *ei = p->nevents > 1 && p->event_info ? &p->event_info[1] : NULL;
 		if (ei && ei->known && (ei->flags & EVD_SAMPLING) && !(ei->flags & EVD_CLOCK)) {
 			value_type(e, prof, PR_PERIOD_TYPE, p->event_names[1], "count");
 			pb_uint(prof, PR_PERIOD, ei->period);
