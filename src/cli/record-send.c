@@ -45,6 +45,17 @@ int record_send_start(struct record_send *rs, char *err, size_t errlen)
 		rs->sender = 0;
 		return -1;
 	}
+	/* Ours must hold the directory before any helper looks for one (it
+	 * would start another, whose messages go to the program's stderr). */
+	for (int waited = 0; waited < 10000 && !spool_sender_alive(rs->dir); waited += 5) {
+		if (waitpid(rs->sender, NULL, WNOHANG) == rs->sender) {
+			rs->sender = 0;
+			snprintf(err, errlen, "the sender did not start");
+			return -1;
+		}
+		struct timespec ts = { 0, 5 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	snprintf(rs->opts, sizeof(rs->opts), ",send=%s,every=%u,queue=%u", rs->dir, rs->cfg.every_ms, rs->cfg.queue);
 	snprintf(rs->keys, sizeof(rs->keys), "send=%s\nevery=%u\nqueue=%u\n", rs->dir, rs->cfg.every_ms, rs->cfg.queue);
 	return 0;

@@ -112,9 +112,11 @@ def _int(v):
     return int(v) if v not in (None, "") else 0
 
 
-def _anyvalue(v):
+def _anyvalue(v, strings=()):
     if "stringValue" in v:
         return v["stringValue"]
+    if "stringValueStrindex" in v:
+        return strings[_int(v["stringValueStrindex"])]
     if "intValue" in v:
         return int(v["intValue"])
     if "boolValue" in v:
@@ -137,7 +139,7 @@ class Request:
         s = self.strings
         self.attrs = []
         for a in d.get("attributeTable", []):
-            self.attrs.append((s[_int(a.get("keyStrindex"))], _anyvalue(a.get("value", {}))))
+            self.attrs.append((s[_int(a.get("keyStrindex"))], _anyvalue(a.get("value", {}), s)))
         funcs = [(s[_int(f.get("nameStrindex"))], s[_int(f.get("filenameStrindex"))], _int(f.get("startLine")))
                  for f in d.get("functionTable", [])]
         maps = []
@@ -154,7 +156,10 @@ class Request:
         self.stacks = [[_int(i) for i in st.get("locationIndices", [])] for st in d.get("stackTable", [])]
         self.resources = []
         for rp in data.get("resourceProfiles", []):
-            res = {a["key"]: _anyvalue(a.get("value", {})) for a in rp.get("resource", {}).get("attributes", [])}
+            # The Collector may move keys and string values into the
+            # dictionary (keyStrindex, stringValueStrindex).
+            res = {a.get("key") or s[_int(a.get("keyStrindex"))]: _anyvalue(a.get("value", {}), s)
+                   for a in rp.get("resource", {}).get("attributes", [])}
             profiles = []
             for sp in rp.get("scopeProfiles", []):
                 for p in sp.get("profiles", []):

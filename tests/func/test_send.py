@@ -81,7 +81,7 @@ def test_windows_hold_the_split_and_the_file_is_whole(debian_python, collector, 
         for frames, _, at in prof["samples"]:
             assert at.get("thread.id") and at.get("thread.name") == "MainThread"
             for fn, file, line, ftype, _, _ in frames:
-                if fn in ("heavy", "light", "main"):
+                if fn in ("heavy", "light"):
                     assert file.endswith("split.py") and line > 0 and ftype == "cpython"
     assert len(pids) == 1
     # The file has every sample that was sent, as one process.
@@ -111,10 +111,15 @@ def test_native_frames_carry_mappings_and_build_ids(debian_python, collector):
     native = [f for req, i in windows_of(reqs) for frames, _, _ in req.profile(i)["samples"] for f in frames
               if f[3] == "native"]
     assert native, "no native frame was sent"
-    names = {f[0] for f in native}
-    assert any(n.startswith("sre_") or "sort" in n for n in names), sorted(names)[:30]
-    mapped = [f for f in native if f[4]]
-    assert mapped and all(re.fullmatch(r"[0-9a-f]{16,}", f[5] or "") for f in mapped if "python" in f[4]), mapped[:3]
+    # CPython's own functions (Debian's python3.11 names its exported
+    # ones), in the interpreter's mapping, which has a build id.
+    interp = [f for f in native if os.path.basename(f[4]).startswith(("python3", "libpython3"))]
+    assert interp, sorted({(f[0], f[4]) for f in native})[:20]
+    assert all(f[0] and f[0] != "???" for f in interp)
+    assert all(re.fullmatch(r"[0-9a-f]{16,}", f[5] or "") for f in interp), interp[:3]
+    # The Python frames the native ones run under are there too.
+    assert any(f[0] in ("regex", "sorting") and f[3] == "cpython"
+               for req, i in windows_of(reqs) for frames, _, _ in req.profile(i)["samples"] for f in frames)
 
 
 def test_standby_service_sends_from_its_environment(debian_python, collector, tmp_path):
