@@ -60,6 +60,8 @@ void send_window_open(void);
 void send_window_chunk(const void *d, size_t n);
 void send_window_close(int publish);
 int send_window_due(uint64_t now);
+/* Windows are cut from now on (1) or no more (0); under W.lock. */
+void send_arm(int on);
 /* writer-output.c: the stream restarts so a window begins or ends. */
 void writer_send_begin(void);
 void writer_send_end(void);

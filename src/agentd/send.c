@@ -144,7 +144,7 @@ static void ensure_sender(void)
 
 static int join(const char *dir, unsigned every_ms, unsigned queue, char *err, size_t errlen)
 {
-	if (S.on) {
+	if (S.on || S.wfd >= 0) {
 		snprintf(err, errlen, "already sending (strata ctl %d send stop first)", (int)agent.pid);
 		return -1;
 	}
@@ -172,10 +172,16 @@ static int join(const char *dir, unsigned every_ms, unsigned queue, char *err, s
 	snprintf(agent.cfg.send_dir, sizeof(agent.cfg.send_dir), "%s", dir);
 	agent.cfg.send_every_ms = every_ms;
 	agent.cfg.send_queue = queue ? queue : 1;
-	S.on = 1;
-	S.start_mono = mono_ns();
 	ensure_sender();
 	return 0;
+}
+
+/* Under W.lock (writer_send_begin, writer_send_end): the writer thread
+ * cuts windows only while this says so. */
+void send_arm(int on)
+{
+	S.start_mono = mono_ns();
+	S.on = on;
 }
 
 /* The STRATA_SEND* variables we were started with, as the config of a
@@ -227,6 +233,7 @@ int send_init(void)
 			agent_log("process %d cannot send its profile: %s", (int)agent.pid, err);
 			return -1;
 		}
+		send_arm(1); /* before the writer starts */
 		return 0;
 	}
 	const char *url = getenv("STRATA_SEND");
@@ -243,6 +250,7 @@ int send_init(void)
 		agent_log("process %d cannot send its profile: %s", (int)agent.pid, err);
 		return -1;
 	}
+	send_arm(1);
 	return 0;
 }
 
@@ -266,7 +274,6 @@ int send_stop(int by_detach, char *err, size_t errlen)
 	if (by_detach && !S.by_attach)
 		return 0;
 	writer_send_end();
-	S.on = 0;
 	S.by_attach = 0;
 	agent.cfg.send_dir[0] = 0;
 	if (S.wfd >= 0)

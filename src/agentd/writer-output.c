@@ -240,6 +240,7 @@ void writer_window_cut(void)
 void writer_send_begin(void)
 {
 	pthread_mutex_lock(&W.lock);
+	send_arm(1);
 	drain_all();
 	if (writer_has_output()) {
 		/* The file's stream starts over, so the window has all. */
@@ -261,6 +262,7 @@ void writer_send_end(void)
 	drain_all();
 	segment_end();
 	send_window_close(W.any_samples);
+	send_arm(0);
 	if (writer_has_file()) {
 		segment_begin(); /* no window is open: the file's alone */
 	} else {
