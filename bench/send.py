@@ -6,7 +6,9 @@ refused), and to one that hangs (takes the connection and never answers),
 each over a plain run of the same workload, interleaved in one run.
 
 The program is started as a service would be: the agent preloaded with
-STRATA_SEND (the helper starts the sender), windows every second. CPU
+STRATA_SEND (the helper starts the sender), windows every second. A
+fourth row records to a file and sends nothing: what sampling itself
+costs on the same workload, in the same rounds. CPU
 time is the program's own user+system time from wait4(); the helper's and
 the sender's (both reparented to this script, a child subreaper) are
 reported apart, since they run beside the program, never in it.
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests" / "func"))
 from otelcol import Collector  # noqa: E402
 
 AGENT = ROOT / "build" / "lib" / "strata" / "libstrata-agent.so"
+STRATA = ROOT / "build" / "bin" / "strata"
 WORKLOAD = (ROOT / "bench" / "workloads" / "calls.py", ["50"])
 
 
@@ -99,16 +102,27 @@ def main():
         s.bind(("127.0.0.1", 0))
         down = s.getsockname()[1]
         s.close()  # nothing listens there
-        targets = {"accepts": col.port, "down": down, "hangs": hang.port}
+        # The first row records to a file and sends nothing: what the
+        # sampling itself costs, for comparison.
+        targets = {"no sending (-o file)": None, "accepts": col.port, "down": down, "hangs": hang.port}
         rows = {k: ([], [], []) for k in targets}
         for i in range(a.runs):
             order = list(targets)
-            order = order[i % 3:] + order[:i % 3]
+            order = order[i % len(order):] + order[:i % len(order)]
             plain_cpu, plain_rss = run(a.python, dict(os.environ))
             reap_others()
             for name in order:
-                env = dict(os.environ, LD_PRELOAD=str(AGENT), STRATA_SEND="http://127.0.0.1:%d" % targets[name],
-                           STRATA_SEND_EVERY=a.every, STRATA_SEND_TIMEOUT="2")
+                if targets[name] is None:
+                    out = Path(tmp) / "bench.strata"
+                    if out.exists():
+                        out.unlink()
+                    subprocess.run([str(STRATA), "record", "-q", "-o", str(out), "--", "/bin/true"],
+                                   capture_output=True)
+                    env = dict(os.environ, LD_PRELOAD=str(AGENT), STRATA_OUTPUT=str(out))
+                else:
+                    env = dict(os.environ, LD_PRELOAD=str(AGENT),
+                               STRATA_SEND="http://127.0.0.1:%d" % targets[name], STRATA_SEND_EVERY=a.every,
+                               STRATA_SEND_TIMEOUT="2")
                 cpu, rss = run(a.python, env)
                 # The helper ends with the program; the sender after its
                 # last try (a timeout, for the hanging one).
@@ -121,7 +135,7 @@ def main():
         col.stop()
     version = subprocess.run([a.python, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True).stdout.strip()
-    print("workload `calls`, Python %s, %d rounds (plain, then the three in turn), windows every %s s; "
+    print("workload `calls`, Python %s, %d rounds (plain, then the four in turn), windows every %s s; "
           "%d requests reached the accepting collector\n" % (version, a.runs, a.every, received))
     print("| collector | program CPU ratio (median) | min | max | program peak RSS ratio | helper + sender CPU s |")
     print("|---|---|---|---|---|---|")

@@ -26,7 +26,8 @@ static const char usage_text[] =
 	"it is not meant to be run by hand.\n"
 	"\n"
 	"options:\n"
-	"  -h, --help           show this help\n";
+	"  -h, --help           show this help\n"
+	"\n";
 
 int cmd_send(int argc, char **argv)
 {

@@ -139,6 +139,28 @@ def test_standby_service_sends_from_its_environment(debian_python, collector, tm
     assert sum(req.total(i) for req, i in wins) > 500
 
 
+def test_fork_children_send_through_their_parents_sender(debian_python, collector, tmp_path):
+    """A service's fork children (prefork workers) send their own windows,
+    under their own pids, through the sender their parent's helper
+    started."""
+    prog = tmp_path / "forks.py"
+    prog.write_text("import os, sys\nsys.path.insert(0, %r)\nimport split\n"
+                    "kids = [os.fork() for _ in range(1)]\n"
+                    "if kids[0] == 0:\n    split.main(1.5)\n    os._exit(0)\n"
+                    "split.main(1.5)\nos.waitpid(kids[0], 0)\n" % str(PROGRAMS))
+    env = dict(os.environ, LD_PRELOAD=str(AGENT_DIR / "libstrata-agent.so"),
+               STRATA_SEND="http://127.0.0.1:%d" % collector.port, STRATA_SEND_EVERY="0.5")
+    p = subprocess.run([str(debian_python.exe), str(prog)], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    reqs = collector.wait_for(lambda q: len({r.resources[i][0]["process.pid"] for r, i in windows_of(q)}) >= 2,
+                              timeout=30)
+    pids = {r.resources[i][0]["process.pid"] for r, i in windows_of(reqs)}
+    assert len(pids) == 2, pids
+    for pid in pids:
+        got = [(r, i) for r, i in windows_of(reqs, pid)]
+        assert sum(r.self_of("heavy", i) for r, i in got) > 100, pid
+
+
 def test_windows_keep_coming_from_a_service_attached_mid_run(debian_python, collector, tmp_path):
     """A service running in standby is attached to with record --pid
     --send (no file): windows come while it runs, from that pid; ctl send
