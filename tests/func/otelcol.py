@@ -94,8 +94,13 @@ class Collector:
         for out in self.outs:
             if out.exists():
                 for line in out.read_text().splitlines():
-                    if line.strip():
-                        reqs.append(Request(json.loads(line)))
+                    if not line.strip():
+                        continue
+                    try:
+                        data = json.loads(line)
+                    except ValueError:
+                        break  # the last line, still being written
+                    reqs.append(Request(data))
         return reqs
 
     def wait_for(self, pred, timeout=60):

@@ -193,6 +193,21 @@ def test_windows_keep_coming_from_a_service_attached_mid_run(debian_python, coll
         assert r.returncode == 0, r.stderr
         st = strata("ctl", svc.pid, "status")
         assert re.search(r"^sampling\s+off$", st.stdout, re.M) and re.search(r"^send\s*$", st.stdout, re.M), st.stdout
+        # record --pid with a file and --send: both, for as long as it runs.
+        out = tmp_path / "attached.strata"
+        r = strata("record", "--pid", svc.pid, "-d", "2.5", "-o", out, "--send",
+                   "http://127.0.0.1:%d" % collector.port, "--every", "0.5", "--service", "filesvc", timeout=120)
+        assert r.returncode == 0, r.stderr
+        sent, sent_samples, _ = summary(r.stderr)
+        assert sent >= 2
+
+        def filesvc(q):
+            return [w for w in windows_of(q, svc.pid) if w[0].resources[w[1]][0]["service.name"] == "filesvc"]
+        reqs = collector.wait_for(lambda q: len(filesvc(q)) >= sent)
+        assert len(filesvc(reqs)) == sent
+        assert r_json(out)["samples"] == sent_samples
+        st = strata("ctl", svc.pid, "status")
+        assert re.search(r"^sampling\s+off$", st.stdout, re.M) and re.search(r"^send\s*$", st.stdout, re.M), st.stdout
     finally:
         svc.kill()
         svc.wait()
@@ -358,7 +373,8 @@ def test_pprof_files_rotated(debian_python, tmp_path):
     sent, _, _ = summary(r.stderr)
     files = sorted(d.glob("strata-rot-*.pb.gz"))
     assert sent >= 4 and len(files) == 3, (sent, files)
-    top = subprocess.run([go, "tool", "pprof", "-top", "-nodecount=5", str(files[-1])], capture_output=True,
+    # The oldest kept: a whole window (the last may hold only the end).
+    top = subprocess.run([go, "tool", "pprof", "-top", "-nodecount=10", str(files[0])], capture_output=True,
                          text=True, timeout=120)
     assert top.returncode == 0 and "heavy" in top.stdout, top.stdout + top.stderr
 
