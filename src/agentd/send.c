@@ -410,8 +410,8 @@ void send_window_close(int publish)
 void send_finish(void)
 {
 	if (S.dropped)
-		agent_log("%llu window%s of process %d's profile were dropped: the collector did not take them in time "
-			  "(the queue holds %u)",
+		agent_log("%llu window%s of process %d's profile were dropped: more were waiting to be sent than the "
+			  "queue holds (%u; the collector was down or slow)",
 			  (unsigned long long)S.dropped, S.dropped == 1 ? "" : "s", (int)agent.pid, agent.cfg.send_queue);
 	reap();
 }

@@ -426,7 +426,7 @@ int sender_run(const char *dir, int flags)
 		fprintf(stderr, "strata: sent %llu window%s (%s%u process%s) to %s", (unsigned long long)s.sent,
 			s.sent == 1 ? "" : "s", what, s.npids, s.npids == 1 ? "" : "es", s.url[0] ? s.url : "(nowhere)");
 		if (dropped)
-			fprintf(stderr, "; %llu dropped while the collector lagged", (unsigned long long)dropped);
+			fprintf(stderr, "; %llu dropped (more were waiting than --send-queue keeps)", (unsigned long long)dropped);
 		if (gave_up)
 			fprintf(stderr, "; %d not sent at the end: %s", gave_up, s.err);
 		if (s.failed)
