@@ -114,7 +114,7 @@ static void print_reply(const char *reply)
 		size_t ll = nl ? (size_t)(nl - p) : strlen(p);
 		const char *eq = memchr(p, '=', ll);
 		if (eq)
-			printf("%-12.*s %.*s\n", (int)(eq - p), p, (int)(ll - (size_t)(eq - p) - 1), eq + 1);
+			printf("%-9.*s %.*s\n", (int)(eq - p), p, (int)(ll - (size_t)(eq - p) - 1), eq + 1);
 		p = nl;
 	}
 }

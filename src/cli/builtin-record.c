@@ -451,6 +451,7 @@ int cmd_record(int argc, char **argv)
 	/* --send: the spool and its sender first; without -o (or -f) the
 	 * windows are the only output. */
 	int sending = rs.cfg.set;
+	rs.quiet = quiet;
 	int no_file = sending && !output && !format;
 	if (sending && record_send_start(&rs, serr, sizeof(serr))) {
 		errorf("%s", serr);

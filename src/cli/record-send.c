@@ -37,7 +37,8 @@ int record_send_start(struct record_send *rs, char *err, size_t errlen)
 	posix_spawnattr_init(&at);
 	posix_spawnattr_setpgroup(&at, 0);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-	char *argv[] = { (char *)"strata", (char *)"send", (char *)"--spool", rs->dir, (char *)"--summary", NULL };
+	char *argv[] = { (char *)"strata", (char *)"send", (char *)"--spool", rs->dir,
+			 rs->quiet ? NULL : (char *)"--summary", NULL };
 	int rc = posix_spawn(&rs->sender, "/proc/self/exe", NULL, &at, argv, environ);
 	posix_spawnattr_destroy(&at);
 	if (rc) {

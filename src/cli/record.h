@@ -14,6 +14,7 @@ struct record_send {
 	char dir[512];          /* the spool directory */
 	int hold;               /* our hold on it (writers.lock) */
 	pid_t sender;
+	int quiet;              /* -q: no summary line from the sender */
 	char opts[700];         /* for the agent's options: ",send=DIR,every=MS,queue=N" */
 	char keys[700];         /* for an attach request: send=, every=, queue= lines */
 };
