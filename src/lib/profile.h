@@ -235,6 +235,10 @@ void profile_free(struct profile *p);
 int profile_filter_type(struct profile *p, const char *name, char *err, size_t errlen);
 
 struct agg_filter;
+/* Keeps only the samples whose innermost asyncio task is named `name`
+ * (every report and export then shows that task alone). 0, or -1 if no
+ * such task was recorded (err names some that were). */
+int profile_filter_task(struct profile *p, const char *name, char *err, size_t errlen);
 /* The index in tasks of the task named `name`, or PNONE. */
 uint32_t profile_task_find(const struct profile *p, const char *name);
 

@@ -63,6 +63,37 @@ uint32_t profile_task_find(const struct profile *p, const char *name)
 	return PNONE;
 }
 
+int profile_filter_task(struct profile *p, const char *name, char *err, size_t errlen)
+{
+	uint32_t want = profile_task_find(p, name);
+	if (want == PNONE) {
+		int o = snprintf(err, errlen, "no asyncio task named '%s' was recorded", name);
+		if (!p->ntasks)
+			snprintf(err + o, errlen - (size_t)o, " (the profile has no task frames: docs/async.md)");
+		else
+			for (uint32_t t = 0; t < p->ntasks && t < 12 && (size_t)o < errlen; t++)
+				o += snprintf(err + o, errlen - (size_t)o, "%s%s", t ? ", " : "; tasks: ", p->tasks[t]);
+		return -1;
+	}
+	uint64_t k = 0;
+	for (uint32_t e = 0; e < p->nevents; e++)
+		p->totals[e] = 0;
+	for (uint64_t i = 0; i < p->nsamples; i++) {
+		const struct psample *s = &p->samples[i];
+		if (s->task != want)
+			continue;
+		p->samples[k] = *s;
+		memmove(p->values + k * p->nevents, p->values + i * p->nevents, p->nevents * sizeof(uint64_t));
+		for (uint32_t e = 0; e < p->nevents; e++)
+			p->totals[e] += p->values[k * p->nevents + e];
+		k++;
+	}
+	p->nsamples = k;
+	/* The allocation map would name moved samples. */
+	u64map_free(&p->in->alloc_map);
+	return 0;
+}
+
 uint32_t tasks_marker(struct profile *p, uint32_t st, const struct rec_task_frame *b, uint32_t *fr)
 {
 	uint32_t n = 0, t = tasks_lookup(p, st, b->task);
