@@ -30,7 +30,8 @@
 pthread_mutex_t agentd_reader_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct {
-	int state;            /* 0 looking, 1 found, -1 given up */
+	_Atomic int state;    /* 0 looking, 1 found, -1 given up */
+	_Atomic pid_t loop_tid; /* the thread last seen running a task */
 	uint64_t last_try;
 	/* task names interned in this stream */
 	struct tname {
@@ -152,6 +153,7 @@ static void resolve(struct chain *c, uint64_t t, struct wbuf *recs)
 	int n = agentd_reader->task_read(a, t, &info, fr, CHAIN_FRAMES);
 	if (n <= 0)
 		goto out;
+	(void)info.running;
 	/* The running coroutine's own frame: the outermost of its chain. */
 	c->code = fr[n - 1].code;
 	c->first = fr[n - 1].first;
@@ -200,6 +202,8 @@ int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, stru
 {
 	if (T.state != 1 || !h->task || !h->npy)
 		return -1;
+	if (!(h->sample_flags & SAMPLE_TASK_WAITING))
+		atomic_store_explicit(&T.loop_tid, (pid_t)h->tid, memory_order_relaxed);
 	struct chain *c = NULL;
 	for (uint32_t i = 0; i < T.nchains && !c; i++)
 		if (T.chains[i].task == h->task)
@@ -257,4 +261,78 @@ int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, stru
 	out->ntasks = 1 + c->nb;
 	out->loop_at = (uint32_t)split + 1 < h->npy ? (uint32_t)split + 1 : 0;
 	return 0;
+}
+
+/* ---- wall mode: where the suspended tasks wait ---------------------------- */
+
+/* The list of tasks is read anew every WALL_REFRESH_NS (reading every
+ * task's entry is the costly part with thousands of tasks); each tick
+ * reads at most WALL_PER_TICK of them, in turn, and a sample stands for
+ * as many ticks as it takes to come round to the task again (its weight),
+ * so a task's share of waiting samples is its share of time. */
+#define WALL_REFRESH_NS (200 * 1000000ull)
+#define WALL_PER_TICK 64
+#define WALL_MAX_TASKS 100000
+
+static struct {
+	uint64_t *list;
+	int n;
+	uint64_t refreshed;
+	unsigned next;
+	struct strata_pyframe *fr;
+} WT;
+
+void tasks_wall_tick(void)
+{
+	if (atomic_load(&T.state) != 1 || !agent.sampler_slot)
+		return;
+	const struct strata_asyncref *a = &agent.async_ref;
+	uint64_t now = mono_ns();
+	unsigned depth = agent.cfg.max_depth;
+	if (!WT.list) {
+		WT.list = malloc(WALL_MAX_TASKS * sizeof(*WT.list));
+		WT.fr = malloc(depth * sizeof(*WT.fr));
+		if (!WT.list || !WT.fr)
+			return;
+	}
+	if (now - WT.refreshed >= WALL_REFRESH_NS) {
+		pthread_mutex_lock(&agentd_reader_lock);
+		int n = agentd_reader->tasks(a, WT.list, WALL_MAX_TASKS);
+		pthread_mutex_unlock(&agentd_reader_lock);
+		WT.n = n > 0 ? n : 0;
+		WT.refreshed = now;
+	}
+	if (!WT.n)
+		return;
+	int k = WT.n < WALL_PER_TICK ? WT.n : WALL_PER_TICK;
+	uint32_t weight = (uint32_t)((WT.n + k - 1) / k);
+	pid_t tid = atomic_load_explicit(&T.loop_tid, memory_order_relaxed);
+	if (!tid)
+		tid = agent.pid;
+	struct ring *ring = &agent.sampler_slot->ring;
+	for (int i = 0; i < k; i++) {
+		uint64_t t = WT.list[WT.next++ % (unsigned)WT.n];
+		struct strata_taskinfo info;
+		pthread_mutex_lock(&agentd_reader_lock);
+		int m = agentd_reader->task_read(a, t, &info, WT.fr, (int)depth);
+		pthread_mutex_unlock(&agentd_reader_lock);
+		if (m <= 0 || info.running)
+			continue;
+		uint32_t len = (uint32_t)(sizeof(struct rsample) + (size_t)m * sizeof(struct strata_pyframe));
+		uint8_t *p = ring_reserve(ring, len);
+		if (!p)
+			return;
+		struct rsample *h = (struct rsample *)p;
+		memset(h, 0, sizeof(*h));
+		h->time_ns = mono_ns();
+		h->tid = (uint32_t)tid;
+		h->weight = weight;
+		h->sample_flags = SAMPLE_TASK_WAITING;
+		h->npy = (uint16_t)m;
+		h->task = t;
+		memcpy(h + 1, WT.fr, (size_t)m * sizeof(struct strata_pyframe));
+		for (int j = 0; j < m; j++)
+			agent.code_seen[code_seen_slot(WT.fr[j].code)] = 1;
+		ring_commit(ring, len);
+	}
 }

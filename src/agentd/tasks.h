@@ -32,6 +32,9 @@ int tasks_ready(void);
  * records to recs. */
 int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, struct tstack *out, struct wbuf *recs);
 uint32_t tasks_index(uint64_t addr, const char *name, struct wbuf *recs);
+/* Wall mode (the sampler thread, each tick): samples of the suspended
+ * tasks, where each waits (SAMPLE_TASK_WAITING), into the sampler's ring. */
+void tasks_wall_tick(void);
 /* The end of a writer pass: resolved chains are forgotten. */
 void tasks_pass_end(void);
 /* A new stream: task records start over. */

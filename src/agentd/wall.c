@@ -273,6 +273,8 @@ static void *wall_main(void *arg)
 			}
 		}
 		reg_unlock();
+		/* asyncio: where the suspended tasks wait (tasks.c). */
+		tasks_wall_tick();
 	}
 	return NULL;
 }

@@ -65,6 +65,7 @@ struct strata_taskinfo {
 	uint64_t waiter;         /* the future it is blocked on (_fut_waiter), 0 if none */
 	uint64_t awaits;         /* the future (or task) at the bottom of its await chain, 0 if none */
 	int32_t awaits_task;     /* 1 if `awaits` is a task */
+	int32_t running;         /* its coroutine is running (not suspended, not finished) */
 	uint32_t nframes;        /* frames of its coroutine chain */
 };
 

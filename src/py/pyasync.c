@@ -649,6 +649,20 @@ static PyObject *gen_awaiting(PyObject *gen)
 	return yf;
 }
 
+/* Whether a coroutine is executing now (on some thread's stack). */
+static int gen_running(PyObject *gen)
+{
+	PyGenObject *g = (PyGenObject *)gen;
+#if PY_VERSION_HEX < 0x030A0000
+	return LD(g->gi_running) != 0;
+#elif PY_VERSION_HEX < 0x030B0000
+	PyFrameObject *f = LD(g->gi_frame);
+	return f && LD(f->f_state) == FRAME_EXECUTING;
+#else
+	return LD(g->gi_frame_state) == FRAME_EXECUTING;
+#endif
+}
+
 /* A frame's first local (`self` of a method). */
 static PyObject *frame_local0(void *frame)
 {
@@ -693,6 +707,7 @@ static int task_read_(const struct strata_asyncref *a, PyObject *t, struct strat
 		snprintf(info->name, sizeof(info->name), "Task@%llx", (unsigned long long)(uintptr_t)t);
 	PyObject *coro = task_field(a, t, 0);
 	info->coro = (uint64_t)(uintptr_t)coro;
+	info->running = coro && gen_running(coro);
 	info->waiter = (uint64_t)(uintptr_t)task_field(a, t, 2);
 	/* The chain, outermost first, kept leaf first in fr. */
 	struct strata_pyframe chain[CHAIN_MAX];
