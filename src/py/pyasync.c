@@ -500,10 +500,11 @@ static int rp_asyncio_find_(struct strata_asyncref *out, char *why, size_t n)
 #endif
 	if (!mods)
 		return 1;
-	if (KIND(mods) != K_DICT || !dict_layout_ok(mods)) {
-		snprintf(why, n, "sys.modules of Python %s does not read as a dict: tasks are not shown", PY_VERSION);
-		return -1;
-	}
+	/* Empty while the interpreter starts, cleared while it ends, being
+	 * filled in a child just forked: asked again later, quietly (a
+	 * program without asyncio must see nothing of this). */
+	if (KIND(mods) != K_DICT || !dict_layout_ok(mods))
+		return 1;
 	PyObject *tm = sys_module("asyncio.tasks");
 	if (!tm)
 		return 1; /* asyncio not imported (yet) */
