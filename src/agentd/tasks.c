@@ -76,7 +76,8 @@ void tasks_poll(void)
 		return;
 	if (rc < 0) {
 		T.state = -1;
-		agent_log("%s", why);
+		if (why[0])
+			agent_log("%s", why);
 		return;
 	}
 	agent.async_ref = a;

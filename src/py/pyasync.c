@@ -28,15 +28,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if PY_VERSION_HEX >= 0x030B0000
-#include <internal/pycore_dict.h>
-#include <internal/pycore_object.h>
-#endif
-
 #if PY_VERSION_HEX < 0x030E0000
 #define ASYNC_SUPPORTED 1
 #else
 #define ASYNC_SUPPORTED 0
+#endif
+
+#if ASYNC_SUPPORTED && PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_dict.h>
+#include <internal/pycore_object.h>
 #endif
 
 /* ===== layouts not in any header ======================================== */
@@ -140,6 +140,7 @@ typedef struct {
 #define ST_PENDING 0
 #endif
 
+#if ASYNC_SUPPORTED
 /* 3.8-3.10's dict keys (Objects/dict-common.h; 3.11+ have them in
  * internal/pycore_dict.h). Checked on sys.modules (find_module). */
 #if PY_VERSION_HEX < 0x030B0000
@@ -407,6 +408,7 @@ static PyObject *inst_attr(PyObject *o, const char *name)
 #endif
 }
 #endif /* STRATA_REMOTE */
+#endif /* ASYNC_SUPPORTED */
 
 /* ===== handler: the running task ======================================== */
 
@@ -469,6 +471,7 @@ static int type_check(PyObject *tp, const char *what, size_t size, Py_ssize_t di
 }
 #endif
 
+#if ASYNC_SUPPORTED
 /* 3.8-3.10: whether sys.modules reads as a dict of str keys. */
 static int dict_layout_ok(PyObject *mods)
 {
@@ -482,12 +485,15 @@ static int dict_layout_ok(PyObject *mods)
 			return 0;
 	return 1;
 }
+#endif
 
 static int rp_asyncio_find_(struct strata_asyncref *out, char *why, size_t n)
 {
 	memset(out, 0, sizeof(*out));
 #if !ASYNC_SUPPORTED
-	snprintf(why, n, "asyncio tasks of Python %s are not read yet (docs/async.md)", PY_VERSION);
+	/* Not read yet (docs/async.md): nothing to say to the program. */
+	(void)why;
+	(void)n;
 	return -1;
 #else
 	PyInterpreterState *interp = LD(RUNTIME->interpreters.main);
