@@ -29,6 +29,14 @@ struct annotate_opts {
 	int no_idle;
 	int asm_;
 	const char *path;
+	/* -f html: a heat map directory */
+	int html;
+	const char *out_dir;
+	int native;
+	const char *diff;          /* --diff BASE */
+	int absolute;
+	const char *strip[64];     /* --strip-prefix */
+	uint32_t nstrip;
 };
 
 /* One block of source to show: lines [first, last] of a file (last 0:
@@ -63,5 +71,11 @@ uint64_t view_gc(const struct view *v);
 /* annotate-json.c: the views as one JSON object on stdout; 0, or -1 if it
  * could not be written. */
 int annotate_json(const struct ctx *c, const struct view *v, int n);
+
+/* annotate-html.c: whether the -f html options go together (1 after a
+ * one-line error: bad usage); the heat map of c's profile written (start:
+ * the view it opens at, or NULL), returning the exit status. */
+int annotate_html_usage(const struct annotate_opts *o);
+int annotate_html(const struct ctx *c, const struct agg_filter *f, const struct view *start);
 
 #endif

@@ -39,6 +39,19 @@ static const char usage_text[] =
 	"last part).\n"
 	"\n"
 	"options:\n"
+	"  -f, --format FORMAT  text (default), json (as --json) or html: a source heat\n"
+	"                       map, a directory (-o DIR) to open in a browser, offline:\n"
+	"                       every profiled source file with its lines shaded by\n"
+	"                       cost, files and functions ordered by cost, callers and\n"
+	"                       callees of each function one click away (SOURCE.py or\n"
+	"                       FUNCTION: where it opens)\n"
+	"  -o, --output DIR     with -f html: the directory to write (made if needed)\n"
+	"      --native         with -f html: C/C++ source files of a --native profile too\n"
+	"      --diff BASE      with -f html: shade by the change of each line's self\n"
+	"                       share from profile BASE (red more, blue less)\n"
+	"      --absolute       with --diff: the change in amount (time), not in share\n"
+	"      --strip-prefix DIR  with --diff: remove DIR from the start of source paths\n"
+	"                       before matching them (repeatable)\n"
 	"      --json           print one JSON object instead of annotated source\n"
 	"      --full           print every line of each file (default: the lines with\n"
 	"                       a cost and --context lines around them)\n"
@@ -377,6 +390,12 @@ int cmd_annotate(int argc, char **argv)
 {
 	struct annotate_opts o = { .context = 3, .color = -1 };
 	static const struct option longopts[] = {
+		{ "format", required_argument, 0, 'f' },
+		{ "output", required_argument, 0, 'o' },
+		{ "native", no_argument, 0, 'n' },
+		{ "diff", required_argument, 0, 'D' },
+		{ "absolute", no_argument, 0, 'a' },
+		{ "strip-prefix", required_argument, 0, 'S' },
 		{ "json", no_argument, 0, 'j' },
 		{ "full", no_argument, 0, 'F' },
 		{ "context", required_argument, 0, 'C' },
@@ -392,8 +411,37 @@ int cmd_annotate(int argc, char **argv)
 	};
 	int ch;
 	uint32_t v;
-	while ((ch = getopt_long(argc, argv, "C:e:p:t:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "f:o:C:e:p:t:h", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 'f':
+			if (!strcmp(optarg, "html"))
+				o.html = 1;
+			else if (!strcmp(optarg, "json"))
+				o.json = 1;
+			else if (strcmp(optarg, "text")) {
+				errorf("invalid --format '%s': expected text, json or html", optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			o.out_dir = optarg;
+			break;
+		case 'n':
+			o.native = 1;
+			break;
+		case 'D':
+			o.diff = optarg;
+			break;
+		case 'a':
+			o.absolute = 1;
+			break;
+		case 'S':
+			if (o.nstrip == sizeof(o.strip) / sizeof(o.strip[0]) || !*optarg) {
+				errorf(*optarg ? "too many --strip-prefix" : "--strip-prefix needs a directory");
+				return 2;
+			}
+			o.strip[o.nstrip++] = optarg;
+			break;
 		case 'j':
 			o.json = 1;
 			break;
@@ -456,6 +504,8 @@ int cmd_annotate(int argc, char **argv)
 	}
 	o.path = argv[optind];
 	o.target = argc - optind == 2 ? argv[optind + 1] : NULL;
+	if (annotate_html_usage(&o))
+		return 2;
 	if (o.color < 0) {
 		const char *nc = getenv("NO_COLOR");
 		o.color = isatty(STDOUT_FILENO) && !(nc && *nc);
@@ -529,6 +579,8 @@ int cmd_annotate(int argc, char **argv)
 	} else if (n == 0 && o.target) {
 		errorf("%s: no profiled source file or function matches '%s'", o.path, o.target);
 		rc = 1;
+	} else if (o.html) {
+		rc = annotate_html(&c, &f, n > 0 && o.target ? &views[0] : NULL);
 	} else if (o.json) {
 		if (annotate_json(&c, views, n)) {
 			errorf("writing the annotation failed");

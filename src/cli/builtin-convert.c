@@ -124,9 +124,7 @@ const struct exporter *convert_find(const char *format)
 	return ex;
 }
 
-/* --diff: BASE loaded, checked against p and matched; fills d. 0, or an
- * exit status after one line saying why. */
-static int convert_diff(const struct profile *p, const char *path, const char *base_path,
+int diff_setup(const struct profile *p, const char *path, const char *base_path,
 			const struct load_opts *lo, const char *type, const char *event, int absolute,
 			const struct diff_match_opts *mo, struct profile **base, struct diff_match **m,
 			struct export_diff *d)
@@ -236,7 +234,7 @@ int cmd_convert(int argc, char **argv)
 	struct export_diff d;
 	int rc = 0;
 	if (base_path)
-		rc = convert_diff(p, path, base_path, &lo, type, p->event_names[o.event], absolute, &mo, &base, &m, &d);
+		rc = diff_setup(p, path, base_path, &lo, type, p->event_names[o.event], absolute, &mo, &base, &m, &d);
 	if (!rc) {
 		o.diff = base_path ? &d : NULL;
 		rc = convert_to(p, ex, output, &o);
