@@ -87,8 +87,10 @@ static const char *base_name(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
-/* Where a row's code is: "file:line", "file", or a native object. */
-static void row_where(const struct diff_cli *d, const struct diff_row *w, const char *cwd, char *buf, size_t n)
+/* Where a row's code is: "file:line", "file", or a native object; the
+ * file's name alone when its path is longer than `fit` (0: any length). */
+static void row_where(const struct diff_cli *d, const struct diff_row *w, const char *cwd, char *buf, size_t n,
+		      size_t fit)
 {
 	uint32_t line;
 	const struct pfunc *f = row_func(d, w, &line);
@@ -96,10 +98,16 @@ static void row_where(const struct diff_cli *d, const struct diff_row *w, const 
 	if (!f || f->kind == PK_OTHER)
 		return;
 	if (f->file && f->file[0]) {
-		if (d->q->by == DIFF_BY_FILE || !line)
-			snprintf(buf, n, "%s", short_path(f->file, cwd));
-		else
-			snprintf(buf, n, "%s:%u", short_path(f->file, cwd), line);
+		const char *path = short_path(f->file, cwd);
+		for (int pass = 0; pass < 2; pass++) {
+			if (d->q->by == DIFF_BY_FILE || !line)
+				snprintf(buf, n, "%s", path);
+			else
+				snprintf(buf, n, "%s:%u", path, line);
+			if (!fit || strlen(buf) <= fit || d->q->by == DIFF_BY_FILE)
+				break;
+			path = base_name(path);
+		}
 	} else if (f->module) {
 		snprintf(buf, n, "%s", base_name(f->module));
 	}
@@ -239,30 +247,33 @@ void diff_text(const struct diff_cli *d)
 	if (!idx)
 		return;
 	/* Column widths: numbers fixed, the rest split between name and place. */
-	int numw = q->absolute ? 10 : 7;
+	int numw = q->absolute ? 9 : 7;
 	int fixed = 2 + numw + 1 + numw + 1 + (q->absolute ? 10 : 7) + 1 + 6 + 2 + 6 + 2;
-	int avail = term_width() - fixed, namew = 8, wherew = 9;
+	int avail = term_width() - fixed, namew = 8, wherew = 9, wmin = 9;
 	char where[1200];
 	for (uint32_t i = 0; i < n; i++) {
 		const struct diff_row *w = &r->rows[idx[i]];
 		uint32_t line;
 		const struct pfunc *f = row_func(d, w, &line);
-		row_where(d, w, cwd, where, sizeof(where));
+		row_where(d, w, cwd, where, sizeof(where), 0);
 		int nl = f && q->by != DIFF_BY_FILE ? (int)strlen(f->name) : 0, wl = (int)strlen(where);
 		namew = nl > namew ? nl : namew;
 		wherew = wl > wherew ? wl : wherew;
+		row_where(d, w, cwd, where, sizeof(where), 1);
+		wl = (int)strlen(where);
+		wmin = wl > wmin ? wl : wmin;
 	}
+	/* Names first; paths can fall back to the file's name alone (wmin). */
 	if (q->by == DIFF_BY_FILE) {
 		namew = 0;
 		wherew = wherew < avail ? wherew : avail;
 	} else if (namew + wherew + 2 > avail) {
-		int half = avail / 2;
-		if (namew < half)
+		if (namew + wmin + 2 <= avail)
 			wherew = avail - 2 - namew;
-		else if (wherew < half)
-			namew = avail - 2 - wherew;
+		else if (wmin < avail / 2)
+			wherew = wmin, namew = avail - 2 - wmin;
 		else
-			namew = half - 1, wherew = avail - 2 - namew;
+			namew = avail / 2 - 1, wherew = avail - 2 - namew;
 	}
 	if (q->absolute)
 		printf("  %*s %*s %10s  %6s  ", numw, "base", numw, "new", "change", "ratio");
@@ -299,7 +310,7 @@ void diff_text(const struct diff_cli *d)
 			cell(f ? f->name : "?", namew, 0, 0);
 			printf("  ");
 		}
-		row_where(d, w, cwd, where, sizeof(where));
+		row_where(d, w, cwd, where, sizeof(where), (size_t)wherew);
 		cell(where, wherew, 1, 0);
 		printf("  %s\n", f ? pkind_name(f->kind) : "");
 	}
@@ -313,7 +324,7 @@ void diff_text(const struct diff_cli *d)
 		uint32_t line;
 		const struct pfunc *f = row_func(d, w, &line);
 		char first[300];
-		row_where(d, w, cwd, where, sizeof(where));
+		row_where(d, w, cwd, where, sizeof(where), 0);
 		snprintf(first, sizeof(first), "%s%s%s", q->by != DIFF_BY_FILE && f ? f->name : "",
 			 q->by != DIFF_BY_FILE && f ? " " : "", where);
 		fprintf(stderr, "strata: %u %s%s grew by more than %g points (--fail-above), most: %s (%+.1f)\n",
@@ -446,7 +457,7 @@ int diff_json(const struct diff_cli *d)
 		json_key(&j, "name");
 		if (q->by == DIFF_BY_FILE) {
 			char where[1200];
-			row_where(d, w, cwd, where, sizeof(where));
+			row_where(d, w, cwd, where, sizeof(where), 0);
 			json_string(&j, where);
 		} else {
 			json_string(&j, f ? f->name : "");
