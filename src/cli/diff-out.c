@@ -301,6 +301,8 @@ void diff_text(const struct diff_cli *d)
 			snprintf(ra, sizeof(ra), "new");
 		else if (w->status == DIFF_VANISHED)
 			snprintf(ra, sizeof(ra), "gone");
+		else if (isinf(w->ratio))
+			snprintf(ra, sizeof(ra), "-"); /* in both, but its measure was 0 in base */
 		else
 			snprintf(ra, sizeof(ra), "%.2fx", w->ratio);
 		printf("  %*s %*s %*s  %6s  ", numw, b, numw, nw, q->absolute ? 10 : 7, ch, ra);

@@ -321,7 +321,8 @@ static int pair_files(struct diff_match *m)
 			c->len = common_suffix(N->stripped[i], B->stripped[b], &c->npre, &c->bpre);
 		}
 	}
-	qsort(cs, nc, sizeof(*cs), cand_cmp);
+	if (nc)
+		qsort(cs, nc, sizeof(*cs), cand_cmp);
 	struct rewrite *rw = NULL;
 	size_t nrw = 0;
 	/* A path with several equally good candidates is left to pass 3:
@@ -381,7 +382,8 @@ static int pair_files(struct diff_match *m)
 	free(blocked[1]);
 	free(cs);
 	/* 3: the rewrites, most supported (then longest) first. */
-	qsort(rw, nrw, sizeof(*rw), rw_cmp);
+	if (nrw)
+		qsort(rw, nrw, sizeof(*rw), rw_cmp);
 	for (uint32_t i = 0; i < N->n && nrw; i++) {
 		if (N->partner[i] != PNONE)
 			continue;
