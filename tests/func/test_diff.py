@@ -86,6 +86,18 @@ def runs(tmp_path_factory):
         f.write_text(re.sub(r"\bgrow\b", "grow_more", f.read_text()))
     r.renamed = root / "renamed.strata"
     _wait(_record(py, r.renamed_co, r.renamed, [2, 1, 1, 8]), "renamed")
+    # Short runs at another rate, and with allocation sampling.
+    r.slow = root / "slow.strata"
+    _wait(subprocess.Popen([str(STRATA), "record", "-q", "-F", "250", "-o", str(r.slow), "--", str(py), "app.py",
+                            "2", "1", "1", "15"], cwd=str(r.new_co), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True), "slow")
+    r.objects = []
+    for i, args in enumerate((["1", "1", "2", "4"], ["2", "1", "1", "4"])):
+        out = root / ("objects%d.strata" % i)
+        _wait(subprocess.Popen([str(STRATA), "record", "-q", "--objects", "--objects-rate", "4096", "-o", str(out),
+                                "--", str(py), "app.py"] + args, cwd=str(r.new_co), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True), "objects")
+        r.objects.append(out)
     # The lines of the loop bodies.
     src = (r.new_co / "work" / "kernels.py").read_text().splitlines()
     r.body = {}
@@ -217,6 +229,32 @@ def test_filters_and_prefixes(runs):
                   runs.base, runs.new)
     assert d["files"]["same_path"] >= 2 and d["files"]["across_directories"] == 0, d["files"]
     assert rows_by_name(d)["grow"]["status"] == "changed"
+
+
+def test_rates_normalized_and_said(runs):
+    """A run at 250 Hz against one at 1000 Hz: compared, and said so."""
+    d = diff_json(runs.base, runs.slow)
+    assert any("1000 Hz" in n and "250 Hz" in n for n in d["notes"]), d["notes"]
+    rows = rows_by_name(d)
+    assert d["rows"][0]["name"] == "grow" and abs(rows["grow"]["ratio"] - 2.0) <= 0.4, rows["grow"]
+    # In time, each sample is its own profile's period (1 ms, 4 ms).
+    d = diff_json("--absolute", runs.base, runs.slow)
+    assert d["base"]["scale"] == 1e6 and d["new"]["scale"] == 4e6
+    g = rows_by_name(d)["grow"]
+    assert g["value_new"] == pytest.approx(g["new"]["self"] * 4e6)
+
+
+def test_allocation_events(runs):
+    """--event alloc-bytes compares allocations; a profile without them is refused."""
+    d = diff_json("--event", "alloc-bytes", "-n", "0", runs.objects[0], runs.objects[1])
+    assert d["event"] == "alloc-bytes" and d["unit"] == "bytes"
+    assert d["base"]["total"] > 0 and d["new"]["total"] > 0
+    assert any(r["name"] in ("grow", "steady", "shrink") for r in d["rows"]), [r["name"] for r in d["rows"][:10]]
+    p = strata("diff", "--event", "alloc-bytes", runs.base, runs.objects[1])
+    assert p.returncode == 3 and "without --objects" in p.stderr, p.stderr
+    # Time samples still compare, with a note that one had the hooks.
+    d = diff_json(runs.base, runs.objects[1])
+    assert any("--objects" in n for n in d["notes"]), d["notes"]
 
 
 def test_help_is_complete():
