@@ -108,6 +108,21 @@ def runs(tmp_path_factory):
     return r
 
 
+def read_heatmap(d):
+    """The data of a heat map directory: (index, files), files[i] loaded
+    from files/i.js as the page would."""
+    html = (Path(d) / "index.html").read_text()
+    m = re.search(r'<script id="strata-data" type="application/json">(.*?)</script>', html, re.S)
+    index = json.loads(m.group(1))
+    files = []
+    for i in range(len(index["files"])):
+        js = (Path(d) / "files" / ("%d.js" % i)).read_text()
+        m = re.match(r"strataHeatmapFile\((\d+),(.*)\);\s*$", js, re.S)
+        assert m and int(m.group(1)) == i, js[:200]
+        files.append(json.loads(m.group(2)))
+    return index, files
+
+
 def diff_json(*args, ok=(0,)):
     p = strata("diff", "--json", *args)
     assert p.returncode in ok, "strata diff %s: exit %d\n%s" % (args, p.returncode, p.stderr)
@@ -380,6 +395,11 @@ def test_heatmap_in_chromium(runs, tmp_path):
     assert sorted(b["caller"]["callees"]) == ["grow", "shrink", "steady"], b["caller"]
     assert b["caller"]["state"]["file"].endswith("diffapp/app.py") and b["caller"]["target"]
     assert b["back"]["func"] == "grow"
+    # The data behind it: the lines' costs add up to the file's.
+    index, files = read_heatmap(out)
+    k = next(i for i, f in enumerate(index["files"]) if f[0].endswith("diffapp/work/kernels.py"))
+    assert sum(l[1] for l in files[k]["lines"]) == index["files"][k][2]
+    assert files[k]["src"][runs.body["grow"] - 1].strip() == "s += i * i"
 
 
 def test_heatmap_diff_in_chromium(runs, tmp_path):
