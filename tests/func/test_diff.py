@@ -364,6 +364,7 @@ def test_html_diff_in_chromium(runs, tmp_path):
     assert b["diffState"]["diff"]["baseThreads"] == 1
     assert b["diffState"]["diff"]["baseUnmatched"] < 0.05 * b["diffState"]["diff"]["baseTotal"]
     assert any(v.startswith("t") for v, _ in b["options"])
+    assert b["diffByShown"]
 
 
 # ---- the source heat map ----------------------------------------------------------------------
@@ -389,6 +390,7 @@ def test_heatmap_in_chromium(runs, tmp_path):
     # grow's line costs twice steady's: a deeper shade; a line without cost none.
     assert g > s > 0.1 and none == 0, sh
     assert b["funcs"][0].startswith("grow"), b["funcs"][:5]
+    assert b["filtered"] and all("grow" in f for f in b["filtered"]), b["filtered"]
     # Callers and callees one click away.
     assert b["panel"]["callers"] == ["one_round"], b["panel"]
     assert b["panel"]["state"]["func"] == "grow" and b["panel"]["state"]["line"] == runs.def_line["grow"]

@@ -85,6 +85,7 @@ async function html(page, out, terms) {
 	out.labels = await page.evaluate(() => window.strataFlame.labels());
 	out.canvasWidth = await page.evaluate(() => document.getElementById('flame').getBoundingClientRect().width);
 	out.title = await page.textContent('#title');
+	out.diffByShown = await page.isVisible('#diffby');
 	out.options = await page.$$eval('#thread option', (os) => os.map((o) => [o.value, o.textContent]));
 	out.totals = {};
 	for (const [value] of out.options) {

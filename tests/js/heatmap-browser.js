@@ -10,6 +10,7 @@
 //   requests  every request outside DIR (must be none: it works offline)
 //   summary, files, funcs   the header text and the side lists' texts
 //   shades    the background drawn behind each of SPEC.lines of SPEC.file
+//   filtered  the functions still shown after typing SPEC.func in the filter
 //   panel     after clicking SPEC.func in the Functions list: its panel's
 //             text, its callers' and callees' link texts, the state
 //   caller    after clicking its first caller: the same, and the state
@@ -93,8 +94,13 @@ async function run(page, out, spec) {
 	out.shades = {};
 	for (const ln of spec.lines) out.shades[ln] = await page.evaluate((l) => window.strataHeatmap.shade(l), ln);
 	out.calls = await page.$$eval('#code .call a', (as) => as.map((a) => a.textContent));
-	// A function from the Functions list, then its first caller.
+	// A function from the Functions list (after filtering it by name),
+	// then its first caller.
 	await page.click('#tab-funcs');
+	await page.fill('#filter', spec.func);
+	out.filtered = await page.$$eval('#funcs li', (ls) => ls.filter((l) => l.offsetParent !== null)
+		.map((l) => l.firstChild.textContent));
+	await page.fill('#filter', '');
 	await page.locator('#funcs li a').filter({ hasText: new RegExp('^' + spec.func + '( |$)') }).first().click();
 	await rendered(page);
 	out.panel = await panel(page);
