@@ -14,7 +14,7 @@ int export_pprof(const struct profile *, FILE *, const struct export_opts *, cha
 int export_otlp(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 
 static const struct exporter collapsed = {
-	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed,
+	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed, 1,
 };
 
 static const struct exporter callgrind = {
