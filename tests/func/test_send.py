@@ -93,6 +93,22 @@ def test_windows_hold_the_split_and_the_file_is_whole(debian_python, collector, 
     assert 2.4 <= whole_heavy / whole_light <= 3.6, (whole_heavy, whole_light)
 
 
+def test_objects_file_whole_across_windows(debian_python, tmp_path):
+    """--objects with --send and -o: the file counts every window's
+    allocations at the process's rate, and a block allocated in one
+    window and freed in a later one is freed in the file: the dicts
+    objects_live.py makes and drops are estimated near the count it
+    prints, and none of them is left live."""
+    out = tmp_path / "objects.strata"
+    r = strata("record", "--objects", "-o", out, "--send", "file:%s" % (tmp_path / "pp"), "--every", "0.3", "--",
+               debian_python.exe, PROGRAMS / "objects_live.py", "2")
+    assert r.returncode == 0, r.stderr
+    made = int(re.search(r"made (\d+) dicts", r.stdout).group(1))
+    dicts = next(t for t in r_json(out)["types"] if t["type"] == "dict")
+    assert 0.5 * made <= dicts["alloc-objects"] <= 2 * made, (dicts, made)
+    assert dicts["live-objects"] <= 0.02 * dicts["alloc-objects"], dicts
+
+
 def r_json(path):
     import json
     rep = strata("report", "--json", path)
