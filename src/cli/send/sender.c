@@ -226,6 +226,8 @@ static int one(struct sender *s, const char *name, uint64_t t_ns, pid_t pid, int
 	int rc = prepare(s, path, t_ns, pid, &body, &samples, msg, sizeof(msg));
 	if (rc == HTTP_REJECTED && access(path, F_OK))
 		return 0; /* dropped by its helper just now */
+	/* The request is made once and posted again on each retry. */
+	int encoded = rc == HTTP_OK && s->cfg.kind == SEND_HTTP;
 	note_pid(s, pid);
 	s->windows++;
 	for (;;) {
@@ -273,10 +275,14 @@ static int one(struct sender *s, const char *name, uint64_t t_ns, pid_t pid, int
 		}
 		if (!spool_has_writers(s->dir))
 			final = 1;
-		if (s->cfg.kind == SEND_FILE)
-			rc = prepare(s, path, t_ns, pid, &body, &samples, msg, sizeof(msg));
-		else
+		if (encoded) {
 			rc = HTTP_OK;
+		} else {
+			body.len = 0;
+			body.oom = 0;
+			rc = prepare(s, path, t_ns, pid, &body, &samples, msg, sizeof(msg));
+			encoded = rc == HTTP_OK && s->cfg.kind == SEND_HTTP;
+		}
 	}
 	free(body.d);
 	write_status(s);
