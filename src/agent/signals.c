@@ -91,19 +91,62 @@ static void chain(int sig, siginfo_t *si, void *uc)
 }
 
 /*
- * A system call our SIGPROF interrupted was restarted (SA_RESTART): the
- * kernel has put the instruction pointer back on the `syscall` and the
- * call's number back in %rax. A signal of the program that came while our
- * handler ran (every other signal is blocked in it) would, without the
+ * The end of a sample. Every signal but the synchronous ones is blocked
+ * while our SIGPROF handler runs, so a signal of the program that comes
+ * meanwhile waits; rt_sigreturn then restores the interrupted code's mask
+ * and the thread takes, on its way out, every pending signal that mask
+ * lets through. Two things would then differ from a run without us:
+ *
+ * Which thread takes it. A signal sent to the process was meant for the
+ * thread the kernel chose when it came (the main thread, in pause() or
+ * sleep()), not for whichever busy thread happened to be sampled: so it is
+ * left to that thread (handoff.c).
+ *
+ * What happens to the interrupted call. A system call our SIGPROF
+ * interrupted was restarted (SA_RESTART): the kernel has put the
+ * instruction pointer back on the `syscall` and the call's number back in
+ * %rax. A program signal that this thread takes would, without the
  * profiler, have interrupted that call itself: if its handler has no
  * SA_RESTART (CPython's signal.signal, siginterrupt(sig, True)), the call
  * fails with EINTR, which is how a Python handler gets to run while the
  * main thread blocks in read(). Restarted under ours, the call would
- * block again. So when such a signal is pending and not blocked by the
- * interrupted code, the call returns EINTR as it would have: %rax =
- * -EINTR, past the `syscall`. Only a call that blocks, and that the
- * thread executed, is touched (below). Async-signal-safe.
+ * block again. So when this thread takes such a signal, the call returns
+ * EINTR as it would have: %rax = -EINTR, past the `syscall`. Only a call
+ * that blocks, and that the thread executed, is touched (below).
+ *
+ * The common case costs one rt_sigpending: nothing of the program is
+ * pending. Async-signal-safe.
  */
+#define SIGBIT(sig) (1ull << ((sig) - 1))
+
+/* The signals that are the program's: all but SIGKILL and SIGSTOP, and
+ * but those the agent uses while the program has no handler of its own
+ * for them (a SIGPROF pending for the next sample is ours). */
+static uint64_t program_signals(void)
+{
+	uint64_t w = ~0ull & ~SIGBIT(SIGKILL) & ~SIGBIT(SIGSTOP);
+	for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+		if (managed[sig] && !signals_app_handles(sig))
+			w &= ~SIGBIT(sig);
+	return w;
+}
+
+/* The program's disposition of sig (what it installed, for a managed one). */
+static int program_action(int sig, struct sigaction *a)
+{
+	if (managed[sig]) {
+		*a = app_act[sig];
+		return 0;
+	}
+	return real_sigaction(sig, NULL, a);
+}
+
+static int has_handler(const struct sigaction *a)
+{
+	return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
+					  : (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN);
+}
+
 #if defined(__x86_64__)
 /* The system calls that can block, and so be interrupted and restarted
  * (-ERESTARTSYS and its kin). fork and clone restart whatever the
@@ -129,10 +172,10 @@ static int restartable(long nr)
 }
 #endif
 
-static void keep_interruption(void *ucv)
+/* The interrupted call returns EINTR, if it is one the kernel restarted. */
+static void keep_interruption(ucontext_t *uc)
 {
 #if defined(__x86_64__)
-	ucontext_t *uc = ucv;
 	greg_t *g = uc->uc_mcontext.gregs;
 	const volatile uint8_t *ip = (const volatile uint8_t *)(uintptr_t)g[REG_RIP];
 	long nr = (long)g[REG_RAX];
@@ -148,27 +191,47 @@ static void keep_interruption(void *ucv)
 	if (!ip || (uint64_t)g[REG_RCX] != (uint64_t)g[REG_RIP] + 2 || ip[0] != 0x0f || ip[1] != 0x05 ||
 	    !restartable(nr))
 		return;
+	g[REG_RAX] = -EINTR;
+	g[REG_RIP] += 2;
+#else
+	(void)uc;
+#endif
+}
+
+uint64_t signals_handled(uint64_t sigs, uint64_t *interrupting)
+{
+	uint64_t handled = 0, intr = 0;
+	if (sigs)
+		sigs &= program_signals();
+	/* A signal the program ignores, or leaves at a default action (the
+	 * kernel ends or stops the whole process for it, or discards it),
+	 * cuts no call short and runs nothing: whoever takes it. */
+	for (int sig = 1; sigs && sig < NSIG && sig <= 64; sig++) {
+		struct sigaction a;
+		if (!(sigs & SIGBIT(sig)))
+			continue;
+		sigs &= ~SIGBIT(sig);
+		if (program_action(sig, &a) != 0 || !has_handler(&a))
+			continue;
+		handled |= SIGBIT(sig);
+		if (!(a.sa_flags & SA_RESTART))
+			intr |= SIGBIT(sig);
+	}
+	if (interrupting)
+		*interrupting = intr;
+	return handled;
+}
+
+static void after_sample(ucontext_t *uc)
+{
 	sigset_t pend;
 	if (sigpending(&pend) != 0)
 		return;
-	for (int sig = 1; sig < NSIG; sig++) {
-		if (managed[sig] || sig == SIGKILL || sig == SIGSTOP || !sigismember(&pend, sig) ||
-		    sigismember(&uc->uc_sigmask, sig))
-			continue;
-		struct sigaction a;
-		if (real_sigaction(sig, NULL, &a) != 0)
-			continue;
-		int handler = (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction != NULL
-							: (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN);
-		if (handler && !(a.sa_flags & SA_RESTART)) {
-			g[REG_RAX] = -EINTR;
-			g[REG_RIP] += 2;
-			return;
-		}
-	}
-#else
-	(void)ucv;
-#endif
+	uint64_t interrupting, sigs = (uint64_t)pend.__val[0] & ~(uint64_t)uc->uc_sigmask.__val[0];
+	if (!sigs || !(sigs = signals_handled(sigs, &interrupting)))
+		return;
+	if (handoff_settle(sigs) & interrupting)
+		keep_interruption(uc);
 }
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
@@ -177,7 +240,9 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 		chain(sig, si, uc);
 		return;
 	}
-	keep_interruption(uc);
+	int e = errno;
+	after_sample(uc);
+	errno = e;
 }
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
@@ -191,6 +256,16 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
+void signals_all_but_faults(sigset_t *set)
+{
+	/* Faults stay deliverable: the guard needs SIGSEGV and SIGBUS, and a
+	 * blocked synchronous signal would kill the process. */
+	sigfillset(set);
+	static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
+	for (unsigned i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+		sigdelset(set, sync_sigs[i]);
+}
+
 static int install_ours(int sig, void (*fn)(int, siginfo_t *, void *), int flags)
 {
 	struct sigaction ours;
@@ -201,13 +276,8 @@ static int install_ours(int sig, void (*fn)(int, siginfo_t *, void *), int flags
 	if (sig == SIGPROF) {
 		/* The program's signals wait the few microseconds of a sample:
 		 * one that comes meanwhile is then seen pending, and delivered
-		 * as soon as we return (keep_interruption). Faults stay
-		 * deliverable: the guard needs SIGSEGV and SIGBUS, and a
-		 * blocked synchronous signal would kill the process. */
-		sigfillset(&ours.sa_mask);
-		static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
-		for (unsigned i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
-			sigdelset(&ours.sa_mask, sync_sigs[i]);
+		 * as soon as we return (after_sample). */
+		signals_all_but_faults(&ours.sa_mask);
 	}
 	return real_sigaction(sig, &ours, NULL);
 }

@@ -1,0 +1,227 @@
+/*
+ * handoff.c — a signal sent to the process goes to the thread it would
+ * reach without the profiler.
+ *
+ * A process-directed signal (kill PID, an interval timer's SIGALRM, a
+ * child's SIGCHLD) waits in the process's shared queue; the kernel picks
+ * a thread to wake for it (complete_signal): the thread it was sent to,
+ * the thread-group leader for most of them, when that thread does not
+ * block it. The woken thread takes it when it next runs. But any thread
+ * that recomputes its pending state meanwhile (rt_sigreturn,
+ * rt_sigprocmask) and does not block the signal takes it first. Our
+ * SIGPROF handler ends in rt_sigreturn, and it runs on busy threads, a
+ * thousand times a second: a signal that came during a sample, or in the
+ * instant before it, was taken by the sampled thread as it returned, and
+ * the main thread, woken, found nothing and went back to its pause(),
+ * sleep(), select() or read(). CPython runs Python handlers in the main
+ * thread only, and only a signal that lands there cuts its blocking call
+ * short: a SIGALRM timeout then came seconds late, a pause() never
+ * returned (issue 27). Without the profiler a computing thread never
+ * enters the kernel's signal path, so the thread the kernel chose gets it.
+ *
+ * So before a sampled thread returns with a program signal pending that
+ * it would take, it asks whether the signal is its own: one sent to it
+ * (tgkill, a fault, its own SIGPIPE) is; one sent to the process is left
+ * to the leader when the leader can take it (it does not block it, is
+ * not stopped, not a zombie): the thread waits, bounded, for the leader
+ * to take it. Async-signal-safe (raw system calls, a stack buffer), and
+ * all of it off the sample's common path: the caller found a pending
+ * signal with one rt_sigpending first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/agent.h"
+
+/* How long a thread waits for the leader to take a signal before it takes
+ * it itself: the leader's wake-up on a loaded machine (it is runnable at
+ * once; a busy CPU delays it by a few time slices), with room. */
+#define HANDOFF_MAX_NS (50u * 1000000u)
+/* The first part of the wait yields the CPU (the leader may be queued on
+ * this one); then short sleeps, doubling. */
+#define HANDOFF_SPIN_NS (200u * 1000u)
+#define HANDOFF_SLEEP_MIN_NS (50u * 1000u)
+#define HANDOFF_SLEEP_MAX_NS (2u * 1000000u)
+
+struct tstatus {
+	char state;              /* 'R', 'S', 'D', 'T', 't', 'Z', 'X', ... */
+	uint64_t sigpnd, shdpnd, sigblk;
+	unsigned found;          /* bits: 1 state, 2 SigPnd, 4 ShdPnd, 8 SigBlk */
+};
+
+static uint64_t hex64(const char *p, const char *end)
+{
+	uint64_t v = 0;
+	for (; p < end; p++) {
+		char c = *p;
+		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+			   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+			   : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+		if (d == 16)
+			break;
+		v = v << 4 | d;
+	}
+	return v;
+}
+
+static int starts(const char *line, size_t n, const char *key, size_t kn)
+{
+	if (n < kn)
+		return 0;
+	for (size_t i = 0; i < kn; i++)
+		if (line[i] != key[i])
+			return 0;
+	return 1;
+}
+
+static void status_line(const char *line, size_t n, struct tstatus *st)
+{
+#define KEY(k) starts(line, n, k, sizeof(k) - 1)
+	if (KEY("State:\t") && n > 7) {
+		st->state = line[7];
+		st->found |= 1;
+	} else if (KEY("SigPnd:\t")) {
+		st->sigpnd = hex64(line + 8, line + n);
+		st->found |= 2;
+	} else if (KEY("ShdPnd:\t")) {
+		st->shdpnd = hex64(line + 8, line + n);
+		st->found |= 4;
+	} else if (KEY("SigBlk:\t")) {
+		st->sigblk = hex64(line + 8, line + n);
+		st->found |= 8;
+	}
+#undef KEY
+}
+
+/* Reads a thread's /proc status: a stream of lines of any length (Groups
+ * can be long), of which only the start of each is kept. Returns 0 when
+ * the fields wanted were all found. */
+static int status_read(const char *path, struct tstatus *st, unsigned want)
+{
+	st->found = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[1024], line[48];
+	size_t ll = 0;
+	for (;;) {
+		long r = syscall(SYS_read, fd, buf, sizeof(buf));
+		if (r <= 0)
+			break;
+		for (long i = 0; i < r; i++) {
+			if (buf[i] == '\n') {
+				status_line(line, ll, st);
+				ll = 0;
+			} else if (ll < sizeof(line)) {
+				line[ll++] = buf[i];
+			}
+		}
+		if ((st->found & want) == want)
+			break;
+	}
+	syscall(SYS_close, fd);
+	return (st->found & want) == want ? 0 : -1;
+}
+
+/* "/proc/self/task/<tid>/status" */
+static void task_status_path(char *out, pid_t tid)
+{
+	static const char head[] = "/proc/self/task/", tail[] = "/status";
+	char digits[16];
+	int nd = 0;
+	unsigned v = (unsigned)tid;
+	do {
+		digits[nd++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && nd < (int)sizeof(digits));
+	char *p = out;
+	for (const char *h = head; *h; h++)
+		*p++ = *h;
+	while (nd)
+		*p++ = digits[--nd];
+	for (const char *t = tail; *t; t++)
+		*p++ = *t;
+	*p = 0;
+}
+
+static uint64_t pending_word(void)
+{
+	sigset_t p;
+	if (sigpending(&p) != 0)
+		return 0;
+	return (uint64_t)p.__val[0];
+}
+
+/* Waits until none of `sigs` is pending any more, or the bound passes.
+ * Returns those still pending. Every signal but the synchronous ones is
+ * blocked in our handler, so rt_sigpending shows them. */
+static uint64_t wait_taken(uint64_t sigs)
+{
+	uint64_t t0 = mono_ns(), waited = 0;
+	uint64_t left = sigs, sleep_ns = HANDOFF_SLEEP_MIN_NS;
+	atomic_fetch_add_explicit(&agent.handoff_waits, 1, memory_order_relaxed);
+	for (;;) {
+		if (waited < HANDOFF_SPIN_NS) {
+			syscall(SYS_sched_yield);
+		} else {
+			struct timespec ts = { 0, (long)sleep_ns };
+			syscall(SYS_nanosleep, &ts, NULL);
+			if (sleep_ns < HANDOFF_SLEEP_MAX_NS)
+				sleep_ns *= 2;
+		}
+		left = pending_word() & sigs;
+		waited = mono_ns() - t0;
+		if (!left || waited >= HANDOFF_MAX_NS)
+			break;
+	}
+	atomic_fetch_add_explicit(&agent.handoff_ns, waited, memory_order_relaxed);
+	if (left)
+		atomic_fetch_add_explicit(&agent.handoff_timeouts, 1, memory_order_relaxed);
+	uint64_t max = atomic_load_explicit(&agent.handoff_max_ns, memory_order_relaxed);
+	while (waited > max &&
+	       !atomic_compare_exchange_weak_explicit(&agent.handoff_max_ns, &max, waited, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	return left;
+}
+
+uint64_t handoff_settle(uint64_t sigs)
+{
+	if (!sigs)
+		return 0;
+	/* The leader is the kernel's first choice: what it has pending
+	 * (shared or its own) is its to take. */
+	pid_t pid = (pid_t)syscall(SYS_getpid), tid = (pid_t)syscall(SYS_gettid);
+	if (tid == pid)
+		return sigs;
+	/* Those sent to this thread (tgkill, pthread_kill, a fault) are its
+	 * own; those sent to the process may be another's. A failed read (no
+	 * descriptor left) takes every one for the process's. */
+	uint64_t others = sigs;
+	struct tstatus me;
+	if (status_read("/proc/thread-self/status", &me, 2 | 4) == 0)
+		others &= me.shdpnd & ~me.sigpnd;
+	if (!others)
+		return sigs;
+	char path[64];
+	task_status_path(path, pid);
+	struct tstatus lead;
+	if (status_read(path, &lead, 1 | 8) == 0) {
+		/* A leader that is gone (a zombie while other threads run),
+		 * stopped or traced cannot take it now; one that blocks it
+		 * (or is in our handler itself, where all is blocked) was not
+		 * chosen: the kernel woke another thread, or none. */
+		if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
+			return sigs;
+		others &= ~lead.sigblk;
+		if (!others)
+			return sigs;
+	}
+	return (sigs & ~others) | wait_taken(others);
+}
+
