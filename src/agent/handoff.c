@@ -190,6 +190,22 @@ static uint64_t wait_taken(uint64_t sigs)
 	return left;
 }
 
+/* Whether the leader (tid pid) could take the signals `sigs` now: it
+ * does not block them, and is neither gone (a zombie while other threads
+ * run) nor stopped. Returns those it could take; all of them if its
+ * state cannot be read. */
+static uint64_t leader_takes(pid_t pid, uint64_t sigs)
+{
+	char path[64];
+	task_status_path(path, pid);
+	struct tstatus lead;
+	if (status_read(path, &lead, 1 | 8) != 0)
+		return sigs;
+	if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
+		return 0;
+	return sigs & ~lead.sigblk;
+}
+
 uint64_t handoff_settle(uint64_t sigs)
 {
 	if (!sigs)
@@ -206,22 +222,104 @@ uint64_t handoff_settle(uint64_t sigs)
 	struct tstatus me;
 	if (status_read("/proc/thread-self/status", &me, 2 | 4) == 0)
 		others &= me.shdpnd & ~me.sigpnd;
+	/* One the leader blocks (or cannot take: it is in our handler
+	 * itself, where all is blocked) was not meant for it: the kernel
+	 * woke another thread, or none. */
+	if (others)
+		others = leader_takes(pid, others);
 	if (!others)
 		return sigs;
-	char path[64];
-	task_status_path(path, pid);
-	struct tstatus lead;
-	if (status_read(path, &lead, 1 | 8) == 0) {
-		/* A leader that is gone (a zombie while other threads run),
-		 * stopped or traced cannot take it now; one that blocks it
-		 * (or is in our handler itself, where all is blocked) was not
-		 * chosen: the kernel woke another thread, or none. */
-		if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
-			return sigs;
-		others &= ~lead.sigblk;
-		if (!others)
-			return sigs;
-	}
 	return (sigs & ~others) | wait_taken(others);
 }
 
+/*
+ * Passing a signal on. The end of a sample is not the only moment our
+ * sampling puts a thread in the kernel's signal path: when a sample
+ * signal is delivered, the kernel takes every other signal still pending
+ * for the process into account, and when our handler's mask blocks one
+ * sent to the process it wakes the next thread in the thread list that
+ * can take it (retarget_shared_pending), in case this thread had been the
+ * one chosen for it. With several busy threads, that is another busy
+ * thread, which takes it before the main thread, woken for it when it
+ * came, gets to run. Nothing can stop that beforehand, so the program's
+ * handlers are behind on_program (signals.c), which asks here whether
+ * the signal it got was sent to the process, and if so, and if the leader
+ * can take it, sends it to the leader instead.
+ *
+ * Only the thread itself may queue a signal with the kernel's codes
+ * (SI_USER, SI_KERNEL, CLD_*), so the leader gets it as SI_QUEUE, from
+ * us, naming a copy of the original siginfo here, which on_program hands
+ * to the program's handler in its place.
+ */
+
+/* Whether a signal this thread got was sent to the process, as far as
+ * its siginfo tells. Not: the faults; what the kernel sends a thread of
+ * its own (a write to a closed pipe or past the file size limit, SIGIO
+ * and SIGURG to an F_SETOWN_EX thread, the CPU-time signals, which go to
+ * the thread that was running); tgkill (SI_TKILL); and what may go either
+ * way (sigqueue or a thread's rt_tgsigqueueinfo, POSIX timers, SIGIO):
+ * those stay where they landed. Yes: kill() (SI_USER), the kernel's own
+ * (SI_KERNEL: interval timers, the terminal), a child's SIGCHLD. */
+static int sent_to_process(int sig, const siginfo_t *si)
+{
+	switch (sig) {
+	case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS:
+	case SIGPIPE: case SIGXFSZ: case SIGIO: case SIGURG: case SIGVTALRM: case SIGXCPU: case SIGPROF:
+		return 0;
+	}
+	if (si->si_code == SI_USER || si->si_code == SI_KERNEL)
+		return 1;
+	return sig == SIGCHLD && si->si_code > 0;
+}
+
+/* The original siginfo of a signal passed on, one per signal number (a
+ * signal below SIGRTMIN is pending at most once per thread anyway), under
+ * a sequence count: odd while written. */
+static struct {
+	_Atomic uint32_t seq;
+	siginfo_t si;
+} passed[32];
+
+int handoff_reroute(int sig, const siginfo_t *si)
+{
+	/* Real-time signals queue, each in its order: left where they land. */
+	if (!si || sig <= 0 || sig >= 32 || !agent.active || !sent_to_process(sig, si))
+		return 0;
+	pid_t pid = (pid_t)syscall(SYS_getpid), tid = (pid_t)syscall(SYS_gettid);
+	if (tid == pid || !leader_takes(pid, 1ull << (sig - 1)))
+		return 0;
+	uint32_t q = atomic_load_explicit(&passed[sig].seq, memory_order_relaxed);
+	atomic_store_explicit(&passed[sig].seq, q | 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	passed[sig].si = *si;
+	atomic_store_explicit(&passed[sig].seq, (q | 1) + 1, memory_order_release);
+	siginfo_t to;
+	for (size_t i = 0; i < sizeof(to); i++)
+		((volatile char *)&to)[i] = 0;
+	to.si_signo = sig;
+	to.si_code = SI_QUEUE;
+	to.si_pid = pid;
+	to.si_uid = (uid_t)syscall(SYS_getuid);
+	to.si_value.sival_ptr = &passed[sig];
+	if (syscall(SYS_rt_tgsigqueueinfo, pid, pid, sig, &to) != 0)
+		return 0;
+	atomic_fetch_add_explicit(&agent.handoff_reroutes, 1, memory_order_relaxed);
+	return 1;
+}
+
+siginfo_t *handoff_original(int sig, siginfo_t *si, siginfo_t *buf)
+{
+	if (!si || sig <= 0 || sig >= 32 || si->si_code != SI_QUEUE || si->si_value.sival_ptr != (void *)&passed[sig] ||
+	    si->si_pid != (pid_t)syscall(SYS_getpid))
+		return si;
+	for (int tries = 0; tries < 100; tries++) {
+		uint32_t q = atomic_load_explicit(&passed[sig].seq, memory_order_acquire);
+		if (q & 1)
+			continue;
+		*buf = passed[sig].si;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&passed[sig].seq, memory_order_relaxed) == q)
+			return buf;
+	}
+	return si;
+}

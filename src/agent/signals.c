@@ -15,12 +15,16 @@
  * Nothing else is watched: a process killed by a signal (SIGTERM, SIGHUP,
  * SIGINT at their default action, SIGKILL) dies exactly as it would, and
  * its helper, seeing it gone, writes what the rings hold and ends the
- * stream (link.h). The program's own handlers go into the kernel with the
- * program's own flags.
+ * stream (link.h). The program's own handlers for the other signals go
+ * into the kernel with the program's own flags and mask, behind one
+ * function of ours (on_program) that passes a signal sent to the process
+ * on to the thread the kernel chose for it when our sampling made another
+ * thread take it (handoff.c), and calls them otherwise.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -35,6 +39,15 @@ static sighandler_t (*real_signal)(int, sighandler_t);
 /* What the application believes is installed, for the signals we manage. */
 static struct sigaction app_act[NSIG];
 static volatile sig_atomic_t managed[NSIG];
+
+/* The program's handlers of the other signals, in front of which the
+ * kernel has on_program: what it calls (with three arguments whatever
+ * SA_SIGINFO says, as the kernel does) and the program's flags. */
+static volatile sig_atomic_t wrapped[NSIG];
+static void *_Atomic app_fn[NSIG];
+static _Atomic int app_flags[NSIG];
+static int wrap_on;
+static void on_program(int sig, siginfo_t *si, void *uc);
 
 void signals_resolve(void)
 {
@@ -131,6 +144,25 @@ static uint64_t program_signals(void)
 	return w;
 }
 
+/* What the program reads back for sig, not managed: its own handler in
+ * place of on_program, with the flags and mask the kernel has now (glibc's
+ * own siginterrupt() changes them there, past us). Async-signal-safe. */
+static int query(int sig, struct sigaction *out)
+{
+	struct sigaction k;
+	if (real_sigaction(sig, NULL, &k) != 0)
+		return -1;
+	if ((k.sa_flags & SA_SIGINFO) && k.sa_sigaction == on_program) {
+		k.sa_sigaction = (void (*)(int, siginfo_t *, void *))atomic_load(&app_fn[sig]);
+		if (!(atomic_load(&app_flags[sig]) & SA_SIGINFO))
+			k.sa_flags &= ~SA_SIGINFO;
+	} else if (wrapped[sig]) {
+		wrapped[sig] = 0; /* replaced past us (a raw system call) */
+	}
+	*out = k;
+	return 0;
+}
+
 /* The program's disposition of sig (what it installed, for a managed one). */
 static int program_action(int sig, struct sigaction *a)
 {
@@ -138,7 +170,7 @@ static int program_action(int sig, struct sigaction *a)
 		*a = app_act[sig];
 		return 0;
 	}
-	return real_sigaction(sig, NULL, a);
+	return query(sig, a);
 }
 
 static int has_handler(const struct sigaction *a)
@@ -245,6 +277,51 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 	errno = e;
 }
 
+/*
+ * In front of every handler of the program (for the signals not managed
+ * above). A signal sent to the process that a thread took only because
+ * our sampling put it in the kernel's signal path (the end of a sample,
+ * the kernel passing a pending signal on when our handler blocks it:
+ * handoff.c) is passed on to the thread the kernel chose, with its
+ * siginfo; anything else runs the program's handler here, as it would.
+ */
+static void on_program(int sig, siginfo_t *si, void *uc)
+{
+	int e = errno;
+	int flags = atomic_load_explicit(&app_flags[sig], memory_order_relaxed);
+	/* A handler that the kernel reset on delivery (SA_RESETHAND) is not
+	 * there any more for a signal passed on. */
+	if (!(flags & SA_RESETHAND) && handoff_reroute(sig, si)) {
+		errno = e;
+		return;
+	}
+	siginfo_t orig;
+	si = handoff_original(sig, si, &orig);
+	void *fn = atomic_load_explicit(&app_fn[sig], memory_order_relaxed);
+	if (flags & SA_RESETHAND) {
+		/* The kernel has SIG_DFL now: so do we. */
+		wrapped[sig] = 0;
+		atomic_store(&app_fn[sig], (void *)SIG_DFL);
+	}
+	errno = e;
+	if (fn == (void *)SIG_IGN)
+		return;
+	if (fn == (void *)SIG_DFL) {
+		/* Set so an instant ago, on its way in. */
+		struct sigaction d;
+		memset(&d, 0, sizeof(d));
+		d.sa_handler = SIG_DFL;
+		real_sigaction(sig, &d, NULL);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+		raise(sig);
+		return;
+	}
+	((void (*)(int, siginfo_t *, void *))fn)(sig, si, uc);
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
 	struct tslot *s = tls_slot;
@@ -341,6 +418,7 @@ int signals_install(void)
 	    install(SIGBUS, on_fault, SA_NODEFER | SA_ONSTACK) ||
 	    install(SIGPROF, on_prof, SA_RESTART))
 		return -1;
+	wrap_on = 1;
 	return 0;
 }
 
@@ -360,7 +438,33 @@ AGENT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 		errno = ENOSYS;
 		return -1;
 	}
-	return real_sigaction(sig, act, old);
+	if (!wrap_on || sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
+		return real_sigaction(sig, act, old);
+	struct sigaction prev;
+	if (query(sig, &prev) != 0)
+		return real_sigaction(sig, act, old); /* its error (glibc's own signals) */
+	if (act) {
+		int handler = (act->sa_flags & SA_SIGINFO) ? act->sa_sigaction != NULL
+							   : (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
+		if (handler) {
+			struct sigaction k = *act;
+			atomic_store(&app_fn[sig], (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction
+										 : (void *)act->sa_handler);
+			atomic_store(&app_flags[sig], act->sa_flags);
+			k.sa_sigaction = on_program;
+			k.sa_flags |= SA_SIGINFO;
+			if (real_sigaction(sig, &k, NULL) != 0)
+				return -1;
+			wrapped[sig] = 1;
+		} else {
+			if (real_sigaction(sig, act, NULL) != 0)
+				return -1;
+			wrapped[sig] = 0;
+		}
+	}
+	if (old)
+		*old = prev;
+	return 0;
 }
 
 AGENT_EXPORT sighandler_t signal(int sig, sighandler_t h)
@@ -375,6 +479,19 @@ AGENT_EXPORT sighandler_t signal(int sig, sighandler_t h)
 		sigemptyset(&a.sa_mask);
 		app_act[sig] = a;
 		return old;
+	}
+	if (wrap_on && sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP && h != SIG_ERR) {
+		/* glibc's signal(): BSD semantics, the signal blocked in its
+		 * handler. */
+		struct sigaction a, o;
+		memset(&a, 0, sizeof(a));
+		a.sa_handler = h;
+		a.sa_flags = SA_RESTART;
+		sigemptyset(&a.sa_mask);
+		sigaddset(&a.sa_mask, sig);
+		if (sigaction(sig, &a, &o) != 0)
+			return SIG_ERR;
+		return o.sa_handler;
 	}
 	if (!real_signal) {
 		errno = ENOSYS;

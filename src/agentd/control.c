@@ -210,7 +210,7 @@ static void cmd_status(char *reply, size_t n)
 		 "ok\npid=%d\npython=%s\nmode=%s\nrate=%u\nevents=%s\nsampling=%s\nsamples=%llu\ndropped=%llu\n"
 		 "threads=%u\nloaded=%s\noutput=%s\nnative=%d\ndepth=%u\nperfmap=%d\njitlines=%d\nperiod=%llu\n"
 		 "objects=%llu\nsignal_handoffs=%llu\nsignal_handoff_us=%llu\nsignal_handoff_max_us=%llu\n"
-		 "signal_handoff_timeouts=%llu\n",
+		 "signal_handoff_timeouts=%llu\nsignal_reroutes=%llu\n",
 		 (int)agent.pid, agent.python_version, agent.cfg.mode == MODE_WALL ? "wall" : "cpu", agent_rate_hz(),
 		 events, atomic_load(&agent.sampling) ? "on" : "off", (unsigned long long)samples,
 		 (unsigned long long)dropped, threads, agent.by_tid ? "dlopen" : "preload",
@@ -221,7 +221,8 @@ static void cmd_status(char *reply, size_t n)
 		 (unsigned long long)atomic_load(&agent.handoff_waits),
 		 (unsigned long long)(atomic_load(&agent.handoff_ns) / 1000),
 		 (unsigned long long)(atomic_load(&agent.handoff_max_ns) / 1000),
-		 (unsigned long long)atomic_load(&agent.handoff_timeouts));
+		 (unsigned long long)atomic_load(&agent.handoff_timeouts),
+		 (unsigned long long)atomic_load(&agent.handoff_reroutes));
 }
 
 static int has_output(void)

@@ -227,6 +227,9 @@ struct agent_state {
 	 * waits, their total and longest time, and those that ran out of
 	 * time (the thread then took the signal). Status totals. */
 	_Atomic uint64_t handoff_waits, handoff_ns, handoff_max_ns, handoff_timeouts;
+	/* ... and those another thread took all the same (the kernel passes
+	 * a pending one on as our handler starts), passed on to the leader. */
+	_Atomic uint64_t handoff_reroutes;
 
 	/* Whether the module may read this interpreter (enum layout_state):
 	 * LAYOUT_PENDING while a module built for another patch release of
@@ -356,6 +359,13 @@ void signals_resolve(void);
  * until it has; returns those still pending, for this thread to take.
  * Async-signal-safe; called only with every program signal blocked. */
 uint64_t handoff_settle(uint64_t sigs);
+/* For the program's handler of sig (signals.c, on_program): 1 if the
+ * signal this thread got was sent to the process and the leader can take
+ * it, and it was passed on to the leader; the leader's copy then comes
+ * with a siginfo of ours, for which handoff_original returns the
+ * original (in buf), or si as it is. Async-signal-safe. */
+int handoff_reroute(int sig, const siginfo_t *si);
+siginfo_t *handoff_original(int sig, siginfo_t *si, siginfo_t *buf);
 
 /* sampler.c */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
