@@ -202,10 +202,24 @@ static int restartable(long nr)
 		return 0;
 	}
 }
+
+/* Those a handler cuts short whatever its SA_RESTART (signal(7)). */
+static int always_interrupted(long nr)
+{
+	switch (nr) {
+	case SYS_pause: case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait: case SYS_nanosleep: case SYS_clock_nanosleep:
+	case SYS_restart_syscall: case SYS_select: case SYS_pselect6: case SYS_poll: case SYS_ppoll:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case 441 /* epoll_pwait2 */:
+		return 1;
+	default:
+		return 0;
+	}
+}
 #endif
 
-/* The interrupted call returns EINTR, if it is one the kernel restarted. */
-static void keep_interruption(ucontext_t *uc)
+/* The interrupted call returns EINTR, if it is one the kernel restarted
+ * and a handler with the flag `sa_restart` would have cut it short. */
+static void keep_interruption(ucontext_t *uc, int sa_restart)
 {
 #if defined(__x86_64__)
 	greg_t *g = uc->uc_mcontext.gregs;
@@ -221,12 +235,13 @@ static void keep_interruption(ucontext_t *uc)
 	 * the kernel's rewind keeps it (a call not executed has it only if
 	 * the last call was made by the same instruction). */
 	if (!ip || (uint64_t)g[REG_RCX] != (uint64_t)g[REG_RIP] + 2 || ip[0] != 0x0f || ip[1] != 0x05 ||
-	    !restartable(nr))
+	    !restartable(nr) || (sa_restart && !always_interrupted(nr)))
 		return;
 	g[REG_RAX] = -EINTR;
 	g[REG_RIP] += 2;
 #else
 	(void)uc;
+	(void)sa_restart;
 #endif
 }
 
@@ -263,7 +278,7 @@ static void after_sample(ucontext_t *uc)
 	if (!sigs || !(sigs = signals_handled(sigs, &interrupting)))
 		return;
 	if (handoff_settle(sigs) & interrupting)
-		keep_interruption(uc);
+		keep_interruption(uc, 0);
 }
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
@@ -295,8 +310,16 @@ static void on_program(int sig, siginfo_t *si, void *uc)
 		errno = e;
 		return;
 	}
-	siginfo_t orig;
+	siginfo_t orig, *given = si;
 	si = handoff_original(sig, si, &orig);
+	if (si != given && uc) {
+		/* Passed on to us: woken when it came, we found it taken and
+		 * the kernel restarted our call, which this signal would have
+		 * cut short. If it comes as we are back in user space, about
+		 * to enter the call again, the call returns EINTR as then. */
+		struct sigaction a;
+		keep_interruption(uc, query(sig, &a) == 0 ? (a.sa_flags & SA_RESTART) != 0 : 0);
+	}
 	void *fn = atomic_load_explicit(&app_fn[sig], memory_order_relaxed);
 	if (flags & SA_RESETHAND) {
 		/* The kernel has SIG_DFL now: so do we. */
@@ -418,6 +441,23 @@ int signals_install(void)
 	    install(SIGBUS, on_fault, SA_NODEFER | SA_ONSTACK) ||
 	    install(SIGPROF, on_prof, SA_RESTART))
 		return -1;
+	/* The handlers already in place go behind on_program too: with an
+	 * agent loaded by dlopen (an attach) all of the program's are, and
+	 * its later sigaction() calls are not ours to see (one that replaces
+	 * on_program just takes it out of the way). */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction cur;
+		if (managed[sig] || sig == SIGKILL || sig == SIGSTOP || real_sigaction(sig, NULL, &cur) != 0 ||
+		    !has_handler(&cur) || ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_program))
+			continue;
+		struct sigaction k = cur;
+		atomic_store(&app_fn[sig], (cur.sa_flags & SA_SIGINFO) ? (void *)cur.sa_sigaction : (void *)cur.sa_handler);
+		atomic_store(&app_flags[sig], cur.sa_flags);
+		k.sa_sigaction = on_program;
+		k.sa_flags |= SA_SIGINFO;
+		if (real_sigaction(sig, &k, NULL) == 0)
+			wrapped[sig] = 1;
+	}
 	wrap_on = 1;
 	return 0;
 }
