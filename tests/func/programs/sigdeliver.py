@@ -7,7 +7,12 @@ which is how the call ends (the way pytest-timeout and request timeouts
 work). Prints one JSON line per scenario: how each round ended, and its
 latency from the signal's sending to the call's end.
 
-    sigdeliver.py ROUNDS [alarm=N] SCENARIO...     SCENARIO = SOURCE:WAIT:THREADS
+    sigdeliver.py ROUNDS [alarm=N] [early] [go=PATH] SCENARIO...
+    SCENARIO = SOURCE:WAIT:THREADS
+
+early: every handler is installed at the start (else each scenario's,
+for its time); go=PATH: the scenarios start once PATH exists (a profiler
+attached meanwhile finds the handlers in place).
 
 SOURCE  itimer   SIGALRM from setitimer(ITIMER_REAL), 5-15 ms ahead
         alarm    SIGALRM from alarm(1) (a second a round: ROUNDS/20 rounds,
@@ -29,7 +34,11 @@ call (/proc/PID/syscall) before they send, and for a timer the sender
 looks just before it fires; a round where it was not there is "unsynced"
 and tests nothing. A call not cut short ends by itself after LONG seconds
 (sleep, select, event, lock; "late") or is rescued by a watchdog (pause,
-read; "rescued"), a SIGUSR2 sent to the main thread alone.
+read; "rescued"), a SIGUSR2 sent to the main thread alone; the sender
+looks, a second and a half after the signal, whether the main thread is
+still in the call: if it is not, the call was cut short and the thread
+only waited to run Python again (the GIL, with busy threads on a loaded
+machine): "starved", no failure of the delivery.
 """
 import ctypes
 import json
@@ -108,27 +117,33 @@ def sender_main(cmd_r, res_w, pid):
     libc = ctypes.CDLL(None, use_errno=True)
     rnd = random.Random(2727)
     buf = b""
-    deadline = None  # of the round watched
+    kind = None
+    check = rescue = None  # times of the round watched
+    stuck = -1
     while True:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             parts = line.decode().split()
-            if parts[0] == "kill":
-                # kill SIG KIND: once the main thread is in its call,
-                # and a little later (a random phase of the samples).
-                sig, kind = int(parts[1]), parts[2]
+            if parts[0] == "watch":
+                kind, rescue, check, stuck = parts[1], float(parts[2]), None, -1
+            elif parts[0] == "check":
+                check = float(parts[1])
+            elif parts[0] == "kill":
+                # kill SIG: once the main thread is in its call, and a
+                # little later (a random phase of the samples).
+                sig = int(parts[1])
                 synced = wait_in_call(pid, kind, time.monotonic() + 1.0)
                 time.sleep(rnd.uniform(0, 0.004))
                 synced = synced and in_call(pid, kind)
                 t = time.monotonic()
                 os.kill(pid, sig)
+                check = t + 1.5
                 os.write(res_w, b"%r %d\n" % (t, synced))
             elif parts[0] == "look":
-                # look KIND WHEN: is the main thread in its call just
-                # before WHEN, when its timer fires?
-                # Once in the call before the timer fires, the main
-                # thread is in it when it fires: one sight is enough.
-                kind, when = parts[1], float(parts[2])
+                # look WHEN: is the main thread in its call before WHEN,
+                # when its timer fires? Once in it, it stays until the
+                # signal: one sight is enough.
+                when = float(parts[1])
                 left = when - 0.003 - time.monotonic()
                 if left > 0:
                     time.sleep(left)
@@ -138,17 +153,24 @@ def sender_main(cmd_r, res_w, pid):
                     if not seen:
                         time.sleep(0.00025)
                 os.write(res_w, b"%d\n" % seen)
-            elif parts[0] == "watch":
-                deadline = float(parts[1])
             elif parts[0] == "done":
-                deadline = None
+                os.write(res_w, b"%d\n" % stuck)
+                check = rescue = None
         now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            # The call was not cut short: the main thread alone gets SIGUSR2.
-            libc.syscall(SYS_tgkill, pid, pid, signal.SIGUSR2)
-            deadline = None
+        if check is not None and now >= check:
+            # Long after the signal: is the main thread still in its call
+            # (the signal did not cut it short), or out of it (it was, and
+            # the thread waits to run Python: the GIL, the CPU)?
+            stuck = int(in_call(pid, kind))
+            check = None
             continue
-        r, _, _ = select.select([cmd_r], [], [], max(0.0, deadline - now) if deadline is not None else None)
+        if rescue is not None and now >= rescue:
+            # The main thread alone gets SIGUSR2.
+            libc.syscall(SYS_tgkill, pid, pid, signal.SIGUSR2)
+            rescue = None
+            continue
+        times = [t for t in (check, rescue) if t is not None]
+        r, _, _ = select.select([cmd_r], [], [], max(0.0, min(times) - now) if times else None)
         if r:
             chunk = os.read(cmd_r, 4096)
             if not chunk:
@@ -170,6 +192,9 @@ def sleeper():
     rnd = random.Random(threading.get_ident())
     while not stop:
         time.sleep(rnd.uniform(0.001, 0.003))
+
+
+THREADS = ["0", "1sleep", "8sleep", "1busy", "8busy"]
 
 
 def start_threads(spec):
@@ -216,9 +241,11 @@ def readline(fd):
 
 
 def one_round(source, kind, cmd_w, res_r, pipe_r, ev, lock, rnd):
-    """Returns (how the call ended: interrupted, late, rescued, returned,
-    or unsynced when the signal did not come during the call; latency in
-    seconds; whether the handler ran)."""
+    """Returns (how the call ended: interrupted; late, rescued or returned
+    when the signal did not cut it short; starved when it did, but the
+    thread waited more than a second to run Python again (the GIL, the
+    CPU); unsynced when the signal did not come during the call. Latency
+    in seconds; whether the handler ran)."""
     global waiting, handled
     handled = 0
     pid = os.getpid()
@@ -226,19 +253,27 @@ def one_round(source, kind, cmd_w, res_r, pipe_r, ev, lock, rnd):
     delay = 1.0 if source == "alarm" else rnd.uniform(0.005, 0.015)
     outcome = None
     t_call = t_end = None
-    os.write(cmd_w, b"watch %r\n" % (time.monotonic() + delay + RESCUE + (1.0 if source != "itimer" else 0)))
+    t0 = time.monotonic()
+    os.write(cmd_w, b"watch %s %r\n" % (kind.encode(), t0 + delay + RESCUE + (1.0 if source != "itimer" else 0)))
     try:
         waiting = True
         if source in ("itimer", "alarm"):
-            sent = time.monotonic() + delay
+            # Told first: a write lets go of the GIL, which the main
+            # thread may then wait long for with busy threads, and the
+            # timer is not to fire meanwhile. The call (from about t0)
+            # ends by itself after LONG: look before that.
+            sent = time.monotonic() + 0.001 + delay
+            os.write(cmd_w, b"look %r\ncheck %r\n" % (sent, min(sent + 1.5, t0 + LONG * 0.9)))
+            left = sent - time.monotonic()
             if source == "itimer":
-                signal.setitimer(signal.ITIMER_REAL, delay)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 0.0001))
             else:
                 signal.alarm(1)
-            os.write(cmd_w, b"look %s %r\n" % (kind.encode(), sent))
+                sent = time.monotonic() + 1.0
         elif source in ("usr1", "int"):
-            os.write(cmd_w, b"kill %d %s\n" % (SIGNALS[source], kind.encode()))
+            os.write(cmd_w, b"kill %d\n" % SIGNALS[source])
         elif source == "chld":
+            os.write(cmd_w, b"check %r\n" % (t0 + 1.6))
             child_r, child_w = os.pipe()
             child = os.fork()
             if child == 0:
@@ -277,6 +312,7 @@ def one_round(source, kind, cmd_w, res_r, pipe_r, ev, lock, rnd):
         if child is not None:
             os.close(child_r)
             os.waitpid(child, 0)
+    stuck = readline(res_r) == "1"
     if outcome != "interrupted":
         # The signal still comes (or came and ran the handler late): let
         # it, outside the measured call.
@@ -286,8 +322,13 @@ def one_round(source, kind, cmd_w, res_r, pipe_r, ev, lock, rnd):
                 time.sleep(0.01)
             except Fired:
                 pass
-    if not synced and outcome in ("interrupted", "late", "returned"):
+    if not synced:
+        # Then a rescue too is CPython's own race, with or without us.
         outcome = "unsynced"
+    elif outcome in ("late", "rescued", "returned") and not stuck:
+        # The signal cut the call short in time; the thread then waited
+        # that long to run Python again.
+        outcome = "starved"
     return outcome, t_end - sent, handled > 0
 
 
@@ -295,8 +336,18 @@ def main():
     rounds = int(sys.argv[1])
     args = sys.argv[2:]
     alarm_rounds = max(1, rounds // 20)
-    if args and args[0].startswith("alarm="):
-        alarm_rounds = int(args.pop(0)[6:])
+    early = False
+    go = None
+    while args and ":" not in args[0]:
+        opt = args.pop(0)
+        if opt.startswith("alarm="):
+            alarm_rounds = int(opt[6:])
+        elif opt == "early":
+            early = True
+        elif opt.startswith("go="):
+            go = opt[3:]
+        else:
+            raise SystemExit("unknown option " + opt)
     scenarios = [s.split(":") for s in args]
     # The sender reads this process's /proc/PID/syscall (Yama's ptrace
     # scope 1 would refuse a child).
@@ -318,25 +369,44 @@ def main():
     ev = threading.Event()
     lock = threading.Lock()
     lock.acquire()
+    if early:
+        for sig in set(SIGNALS.values()):
+            signal.signal(sig, on_signal)
+    print("ready", flush=True)
+    while go and not os.path.exists(go):
+        time.sleep(0.01)
     global stop
+    # The scenarios with the same threads run together: starting and
+    # joining eight busy threads costs the main thread a wait for the GIL
+    # each.
+    scenarios.sort(key=lambda sc: THREADS.index(sc[2]))
+    ts, running = [], None
     for source, kind, threads in scenarios:
         sig = SIGNALS[source]
-        signal.signal(sig, on_signal)
-        stop = False
-        ts = start_threads(threads)
-        time.sleep(0.02)
+        if not early:
+            signal.signal(sig, on_signal)
+        if threads != running:
+            stop = True
+            for t in ts:
+                t.join()
+            stop = False
+            ts, running = start_threads(threads), threads
+            time.sleep(0.02)
         res = {"scenario": "%s:%s:%s" % (source, kind, threads), "outcomes": {}, "lat_ms": [], "handled": 0}
+        t_start = time.monotonic()
         for _ in range(rounds if source != "alarm" else alarm_rounds):
             outcome, lat, ran = one_round(source, kind, cmd_w, res_r, pipe_r, ev, lock, rnd)
             res["outcomes"][outcome] = res["outcomes"].get(outcome, 0) + 1
-            if outcome != "unsynced":
+            if outcome not in ("unsynced", "starved"):
                 res["lat_ms"].append(round(lat * 1000, 3))
             res["handled"] += ran
-        stop = True
-        for t in ts:
-            t.join()
-        signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+        res["secs"] = round(time.monotonic() - t_start, 3)
+        if not early:
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
         print(json.dumps(res), flush=True)
+    stop = True
+    for t in ts:
+        t.join()
     os.close(cmd_w)
     os.waitpid(sender, 0)
 
