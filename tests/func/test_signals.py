@@ -10,12 +10,13 @@ side by side.
 make check runs a rotation of the matrix (every source with every call,
 the threads taken in turn, a round each) in cpu and wall mode under every
 Python, and a part of it (2 rounds) under -e, --native, --objects,
---paused and after an attach under the edge Pythons. The full matrix, 200 rounds a
+--paused and after an attach under the edge Pythons, and pytest-timeout's suite. The full matrix, 200 rounds a
 scenario, is bench/signals.py (bench/RESULTS.md).
 """
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import ALL_IDS, PROGRAMS, STRATA, strata
+from conftest import ALL_IDS, PROGRAMS, STRATA, VENVS, strata
 
 SOURCES = ["itimer", "usr1", "int", "chld"]
 WAITS = ["pause", "sleep", "select", "read", "event", "lock"]
@@ -148,3 +149,76 @@ def test_signal_reaches_the_blocked_main_thread_after_attach(python, tmp_path):
     profiled = {r["scenario"]: r for r in (json.loads(l) for l in stdout.splitlines() if l.startswith("{"))}
     check(plain, profiled, "attach")
     assert json.loads(strata("report", "--json", out).stdout)["samples"] > 0
+
+
+PYTEST_TIMEOUT_SUITE = '''
+import select, threading, time
+
+def spin(stop):
+    while not stop.is_set():
+        sum(range(1000))
+
+def run(wait):
+    stop = threading.Event()
+    t = threading.Thread(target=spin, args=(stop,), daemon=True)
+    t.start()
+    try:
+        wait()
+    finally:
+        stop.set()
+
+def test_sleep():
+    run(lambda: time.sleep(30))
+
+def test_event():
+    run(lambda: threading.Event().wait(30))
+
+def test_select():
+    run(lambda: select.select([], [], [], 30))
+
+def test_lock():
+    lock = threading.Lock()
+    lock.acquire()
+    run(lambda: lock.acquire(timeout=30))
+'''
+
+
+def pytest_venv(interp):
+    """The interpreter of this version's pytest virtualenv (pytest and
+    pytest-timeout from PyPI, made by scripts/pyenvs.sh)."""
+    v = VENVS / "pytest" / interp.version / "bin" / "python"
+    if not v.exists():
+        if os.path.exists("/.strata-sidroot-rev") or not shutil.which("pyenv"):
+            pytest.skip("no pytest virtualenv for Python %s here (scripts/pyenvs.sh makes them on the host)"
+                        % interp.version)
+        pytest.fail("no pytest virtualenv %s: scripts/pyenvs.sh makes it" % v)
+    return v
+
+
+def call_durations(out):
+    return {m.group(2): float(m.group(1)) for m in re.finditer(r"^([\d.]+)s call\s+\S+::(\w+)", out, re.M)}
+
+
+@pytest.mark.edge_pythons
+def test_pytest_timeout_fires_on_time(python, tmp_path):
+    """pytest with pytest-timeout's default (signal) method: a test that
+    sleeps past its timeout while a thread computes fails on time under
+    strata record, in cpu and wall mode, as without it (SIGALRM of
+    setitimer, whose handler raises in the main thread)."""
+    py = pytest_venv(python)
+    (tmp_path / "test_slow.py").write_text(PYTEST_TIMEOUT_SUITE)
+    cmd = [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--timeout=1", "--durations=0", "test_slow.py"]
+    runs = {}
+    for name, opts in (("plain", None), ("cpu", ["--mode", "cpu"]), ("wall", ["--mode", "wall"])):
+        full = cmd if opts is None else [STRATA, "record", "-q", "-o", tmp_path / (name + ".strata")] + opts + ["--"] + cmd
+        p = subprocess.run([str(c) for c in full], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                           env=plain_env() if opts is None else None)
+        assert p.returncode == 1, (name, p.stdout[-3000:], p.stderr[-2000:])
+        assert "4 failed" in p.stdout, (name, p.stdout[-3000:])
+        assert p.stdout.count("Failed: Timeout (>1.0s) from pytest-timeout") >= 4, (name, p.stdout[-3000:])
+        runs[name] = call_durations(p.stdout)
+        assert set(runs[name]) == {"test_sleep", "test_event", "test_select", "test_lock"}, (name, p.stdout[-3000:])
+    for name in ("cpu", "wall"):
+        for test, secs in runs[name].items():
+            # 1 s and what the main thread waits for the GIL after.
+            assert secs < runs["plain"][test] + 1.0 and secs < 3, (name, test, runs)
