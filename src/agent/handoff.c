@@ -203,7 +203,12 @@ static uint64_t leader_takes(pid_t pid, uint64_t sigs)
 		return sigs;
 	if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
 		return 0;
-	return sigs & ~lead.sigblk;
+	/* In our handler it blocks everything for a moment: what counts is
+	 * the mask of the code it returns to (as the wall sampler's signal
+	 * can find it entering a blocking call, which is restarted after). */
+	struct tslot *ls = slot_by_tid(pid);
+	uint64_t blocked = ls && ls->in_prof ? ls->prof_mask : lead.sigblk;
+	return sigs & ~blocked;
 }
 
 uint64_t handoff_settle(uint64_t sigs)
@@ -222,9 +227,10 @@ uint64_t handoff_settle(uint64_t sigs)
 	struct tstatus me;
 	if (status_read("/proc/thread-self/status", &me, 2 | 4) == 0)
 		others &= me.shdpnd & ~me.sigpnd;
-	/* One the leader blocks (or cannot take: it is in our handler
-	 * itself, where all is blocked) was not meant for it: the kernel
-	 * woke another thread, or none. */
+	/* One the leader blocks was not meant for it: the kernel woke
+	 * another thread, or none. (In our handler itself the leader blocks
+	 * everything for a moment: leader_takes looks at the mask it
+	 * returns to.) */
 	if (others)
 		others = leader_takes(pid, others);
 	if (!others)

@@ -283,13 +283,22 @@ static void after_sample(ucontext_t *uc)
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
 {
+	struct tslot *s = tls_slot;
+	if (s) {
+		s->prof_mask = (uint64_t)((ucontext_t *)uc)->uc_sigmask.__val[0];
+		s->in_prof = 1;
+	}
 	if (!sample_signal_dispatch(sig, si, uc)) {
+		if (s)
+			s->in_prof = 0;
 		chain(sig, si, uc);
 		return;
 	}
 	int e = errno;
 	after_sample(uc);
 	errno = e;
+	if (s)
+		s->in_prof = 0;
 }
 
 /*

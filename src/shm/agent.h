@@ -113,6 +113,11 @@ struct tslot {
 
 	/* handler state */
 	volatile sig_atomic_t in_handler;
+	/* In our SIGPROF handler (every signal of the program blocked), and
+	 * the mask of the code it interrupted: what the thread blocks as far
+	 * as a signal sent to the process is concerned (handoff.c). */
+	volatile sig_atomic_t in_prof;
+	volatile uint64_t prof_mask;
 	sigjmp_buf guard_jb;
 	volatile sig_atomic_t guard_on;
 	void *tstate;                /* last PyThreadState seen (wall sampler reads it) */
