@@ -77,9 +77,10 @@ def check(plain, profiled, what):
     assert set(profiled) == set(plain), (what, set(plain) ^ set(profiled))
     failed = {s: r["outcomes"] for s, r in profiled.items() if any(k in r["outcomes"] for k in FAILED)}
     assert not failed, "%s: signals that did not cut the call short: %s" % (what, failed)
+    # The handler ran in every round that tested the call (in the
+    # others the main thread may still wait for the GIL to run it).
     for s, r in profiled.items():
-        n = sum(r["outcomes"].values())
-        assert r["handled"] == n, (what, s, r)
+        assert r["handled"] >= r["outcomes"].get("interrupted", 0) + r["outcomes"].get("starved", 0), (what, s, r)
     # Rounds where the signal came while the main thread was in its call
     # (the others test nothing): most of them.
     synced = sum(r["outcomes"].get("interrupted", 0) for r in profiled.values())
@@ -154,7 +155,7 @@ def test_signal_reaches_the_blocked_main_thread_after_attach(python, tmp_path):
         stdout, stderr = p.communicate(timeout=600)
         assert p.returncode == 0, stderr
         _, rerr = rec.communicate(timeout=120)
-        assert rec.returncode == 0, rerr
+        assert rec.returncode == 0, (rec.returncode, rerr, stderr)
     finally:
         if p.poll() is None:
             p.kill()

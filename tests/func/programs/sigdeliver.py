@@ -373,8 +373,17 @@ def main():
         for sig in set(SIGNALS.values()):
             signal.signal(sig, on_signal)
     print("ready", flush=True)
-    while go and not os.path.exists(go):
-        time.sleep(0.01)
+    if go:
+        # Waited for in a thread running Python code: a safe point for an
+        # attach to borrow (a blocked thread's stack can keep stale words
+        # of the allocator or stdio, which an attach refuses).
+        def spin():
+            n = 0
+            while not os.path.exists(go):
+                n += 1
+        t = threading.Thread(target=spin)
+        t.start()
+        t.join()
     global stop
     # The scenarios with the same threads run together: starting and
     # joining eight busy threads costs the main thread a wait for the GIL
