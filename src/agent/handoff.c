@@ -207,7 +207,15 @@ static uint64_t leader_takes(pid_t pid, uint64_t sigs)
 	 * the mask of the code it returns to (as the wall sampler's signal
 	 * can find it entering a blocking call, which is restarted after). */
 	struct tslot *ls = slot_by_tid(pid);
-	uint64_t blocked = ls && ls->in_prof ? ls->prof_mask : lead.sigblk;
+	/* ... and it still does in the instant between the handler's end
+	 * and its rt_sigreturn: every signal a mask can hold blocked reads
+	 * as that too (a thread blocking them all itself has them in the
+	 * mask its last sample saw). */
+	const uint64_t unblockable = (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) | (1ull << (SIGSEGV - 1)) |
+				     (1ull << (SIGBUS - 1)) | (1ull << (SIGILL - 1)) | (1ull << (SIGFPE - 1)) |
+				     (1ull << (SIGTRAP - 1)) | (1ull << (SIGSYS - 1)) | (1ull << 31) | (1ull << 32);
+	int in_ours = ls && (ls->in_prof || (lead.sigblk | unblockable) == ~0ull);
+	uint64_t blocked = in_ours ? ls->prof_mask : lead.sigblk;
 	return sigs & ~blocked;
 }
 
