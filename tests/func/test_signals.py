@@ -31,6 +31,7 @@ WAITS = ["pause", "sleep", "select", "read", "event", "lock"]
 THREADS = ["1busy", "8busy", "8sleep", "0", "1sleep"]
 ROUNDS = 1
 PART_ROUNDS = 2
+RETRY_ROUNDS = 5
 # A signal that did not cut the call short: the call ended by itself
 # (late, returned) or had to be rescued by the watchdog.
 FAILED = ("late", "returned", "rescued")
@@ -65,7 +66,11 @@ def plain_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
 
 
-def check(plain, profiled, what):
+def failures(res):
+    return {s: r["outcomes"] for s, r in res.items() if any(k in r["outcomes"] for k in FAILED)}
+
+
+def check(plain, profiled, what, retry=None):
     """Every round's call was cut short, its handler ran, and the latencies
     are those without strata: their median within 20 ms for the scenarios
     without busy threads. With busy threads the main thread then waits
@@ -75,8 +80,21 @@ def check(plain, profiled, what):
     The comparison of every scenario, 200 rounds each on an idle machine,
     is bench/signals.py's (bench/RESULTS.md)."""
     assert set(profiled) == set(plain), (what, set(plain) ^ set(profiled))
-    failed = {s: r["outcomes"] for s, r in profiled.items() if any(k in r["outcomes"] for k in FAILED)}
-    assert not failed, "%s: signals that did not cut the call short: %s" % (what, failed)
+    failed = failures(profiled)
+    if failed and retry:
+        # A round can fail without strata too (bench/signals.py: 1 in
+        # ~10,000 rounds on a loaded machine; CPython's own race at the
+        # call's edge), and under strata about as rarely once the signal
+        # is handed over. What issue 27 was, failed 8-100% of the rounds
+        # of the scenarios with other threads. So a failed scenario runs
+        # RETRY_ROUNDS more, all of which must cut the call short: the
+        # rare race does not fail make check, a broken hand-over does.
+        again = retry(sorted(failed), RETRY_ROUNDS)
+        still = failures(again)
+        assert not still, "%s: signals that did not cut the call short: %s, then again in %s" % (
+            what, failed, {s: again[s]["outcomes"] for s in still})
+        profiled = dict(profiled, **again)
+    assert not failed or retry, "%s: signals that did not cut the call short: %s" % (what, failed)
     # The handler ran in every round that tested the call (in the
     # others the main thread may still wait for the GIL to run it).
     for s, r in profiled.items():
@@ -103,8 +121,10 @@ def test_signal_reaches_the_blocked_main_thread(python, tmp_path):
     prog = [python.exe, PROGRAMS / "sigdeliver.py", ROUNDS, "alarm=1"] + scenarios
     plain = run(prog, env=plain_env())
     for mode in ("cpu", "wall"):
-        profiled = run([STRATA, "record", "-q", "-o", tmp_path / (mode + ".strata"), "--mode", mode, "--"] + prog)
-        check(plain, profiled, mode)
+        rec = [STRATA, "record", "-q", "-o", tmp_path / (mode + ".strata"), "--mode", mode, "--"]
+        profiled = run(rec + prog)
+        check(plain, profiled, mode,
+              retry=lambda sc, n: run(rec + [python.exe, PROGRAMS / "sigdeliver.py", n, "alarm=1"] + sc))
 
 
 # A part of the matrix, each source and each call once, busy threads and
@@ -120,8 +140,9 @@ def test_signal_reaches_the_blocked_main_thread_other_modes(python, tmp_path):
     prog = [python.exe, PROGRAMS / "sigdeliver.py", PART_ROUNDS] + PART
     plain = run(prog, env=plain_env())
     for mode, opts in sorted(EDGE_MODES.items()):
-        profiled = run([STRATA, "record", "-q", "-o", tmp_path / (mode + ".strata")] + opts + ["--"] + prog)
-        check(plain, profiled, mode)
+        rec = [STRATA, "record", "-q", "-o", tmp_path / (mode + ".strata")] + opts + ["--"]
+        profiled = run(rec + prog)
+        check(plain, profiled, mode, retry=lambda sc, n: run(rec + [python.exe, PROGRAMS / "sigdeliver.py", n] + sc))
 
 
 @pytest.mark.edge_pythons
