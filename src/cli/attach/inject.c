@@ -131,7 +131,10 @@ struct inj {
 };
 
 /* Blocking waits for something outside: a thread in one of these holds no
- * lock of the allocator or the loader (checked on its stack as well). */
+ * lock of the allocator or the loader (checked on its frames as well).
+ * And sched_yield, which waits for nothing: a spin-wait's yield (OpenBLAS's
+ * threads, and a NumPy program's main thread waiting for them, spend their
+ * time there), as safe as the code around it, whose frames are checked. */
 static int waiting_syscall(long nr)
 {
 	switch (nr) {
@@ -154,6 +157,7 @@ static int waiting_syscall(long nr)
 	case SYS_epoll_pwait:
 	case SYS_accept4:
 	case 441: /* epoll_pwait2 */
+	case SYS_sched_yield:
 		return 1;
 	}
 	return 0;
@@ -399,7 +403,9 @@ static const char *syscall_name(long nr)
 	case SYS_munmap: return "munmap";
 	case SYS_msync: return "msync";
 	case SYS_fsync: return "fsync";
-	case SYS_sched_yield: return "sched_yield";
+	case SYS_brk: return "brk";
+	case SYS_mprotect: return "mprotect";
+	case SYS_madvise: return "madvise";
 	case SYS_connect: return "connect";
 	case SYS_sendto: return "sendto";
 	case SYS_sendmsg: return "sendmsg";
@@ -465,7 +471,8 @@ static void describe(struct inj *in, const struct verdict *v, char *out, size_t 
 		static const char *const why[] = {
 			[SN_NO_CFI] = "no unwind information", [SN_UNREADABLE] = "a saved register could not be read",
 			[SN_UNSUPPORTED] = "an unwind rule strata cannot evaluate",
-			[SN_NOT_OUTWARD] = "a bad unwind rule or a corrupt stack", [SN_MAX] = "too many frames",
+			[SN_NOT_OUTWARD] = "a bad unwind rule or a corrupt stack",
+			[SN_DEFERRED] = "its unwind table was not read yet", [SN_MAX] = "too many frames",
 		};
 		if (v->holder)
 			snprintf(b, sizeof(b), "%s (%.200s)", v->holder, base_name(in->libc));
@@ -732,8 +739,15 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 		return -1;
 	}
 	/* The objects' unwind tables are compiled when a walk first needs
-	 * them (the few objects on the stacks, not every one mapped). */
+	 * them (the few objects on the stacks, not every one mapped), but for
+	 * those on every Python thread's stack: now, not while it is paused. */
 	in.sn = stack_native_open(&in.p, 0);
+	if (in.sn) {
+		stack_native_compile(in.sn, in.p.exe);
+		stack_native_compile(in.sn, in.p.pyobj);
+		stack_native_compile(in.sn, in.libc);
+		stack_native_defer(in.sn, 1);
+	}
 	in.steps = malloc(MAX_STEPS * sizeof(*in.steps));
 	in.stack = malloc(STACK_READ);
 	if (!in.sn || !in.steps || !in.stack) {
@@ -791,6 +805,11 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 			break;
 		}
 		ptstop_release(&ps);
+		/* A walk stopped at an object whose unwind table was not
+		 * compiled yet: compiled now, the process running, and checked
+		 * again at once. */
+		if (stack_native_compile_wanted(in.sn) && ms_since(t0) <= timeout_ms)
+			continue;
 		if (ms_since(t0) > timeout_ms) {
 			char what[1024], hint[256] = "try again";
 			if (last.kind >= 0)

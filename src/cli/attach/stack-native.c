@@ -22,6 +22,7 @@ struct nmod {
 	char file[4400];
 	int tried;
 	int have;
+	int wanted;             /* a walk needed it while compiling was deferred */
 	struct cfi_table t;
 };
 
@@ -31,6 +32,9 @@ struct stack_native {
 	int n;
 	struct symbolizer *sy;
 	struct sym_space *sp;
+	char first_path[4096];  /* while reading the maps: the object of the last mapping, */
+	uint64_t first_start, first_off; /* and where its first mapping starts */
+	int defer;              /* walks do not compile tables: they mark them wanted */
 	const uint8_t *stk;     /* a copy of stack memory reads are served from (stack_native_set_stack) */
 	uint64_t stk_lo;
 	size_t stk_n;
@@ -66,6 +70,11 @@ static size_t file_build_id(const char *file, uint8_t *out, size_t max)
 static int add_map(const struct pmap *pm, void *data)
 {
 	struct stack_native *sn = data;
+	if (strcmp(pm->path, sn->first_path)) {
+		snprintf(sn->first_path, sizeof(sn->first_path), "%s", pm->path);
+		sn->first_start = pm->start;
+		sn->first_off = pm->off;
+	}
 	if (pm->perms[2] != 'x' || pm->path[0] != '/' || sn->n >= MAX_MODS)
 		return 0;
 	struct nmod *m = &sn->m[sn->n];
@@ -74,10 +83,11 @@ static int add_map(const struct pmap *pm, void *data)
 	m->end = pm->end;
 	m->off = pm->off;
 	snprintf(m->path, sizeof(m->path), "%s", pm->path);
-	/* The bias from the mapping of file offset 0, as pyproc_object. */
-	char p2[4096], f2[4400];
+	/* The bias from the object's first mapping (file offset 0), as
+	 * pyproc_object finds it, without reading the maps again. */
+	char f2[4400];
 	uint64_t bias;
-	if (pyproc_object(sn->p->pid, pm->path, p2, sizeof(p2), f2, sizeof(f2), &bias))
+	if (pyproc_object_at(sn->p->pid, pm->path, sn->first_start, sn->first_off, f2, sizeof(f2), &bias))
 		return 0;
 	m->bias = bias;
 	snprintf(m->file, sizeof(m->file), "%s", f2);
@@ -151,6 +161,27 @@ static const struct cfi_table *mod_cfi(struct nmod *m)
 	return m->have ? &m->t : NULL;
 }
 
+void stack_native_compile(struct stack_native *sn, const char *path)
+{
+	for (int i = 0; i < sn->n; i++)
+		if (!strcmp(sn->m[i].path, path))
+			mod_cfi(&sn->m[i]);
+}
+
+void stack_native_defer(struct stack_native *sn, int defer) { sn->defer = defer; }
+
+int stack_native_compile_wanted(struct stack_native *sn)
+{
+	int k = 0;
+	for (int i = 0; i < sn->n; i++)
+		if (sn->m[i].wanted) {
+			sn->m[i].wanted = 0;
+			mod_cfi(&sn->m[i]);
+			k++;
+		}
+	return k;
+}
+
 static int rd64(struct stack_native *sn, uint64_t a, uint64_t *v)
 {
 	if (sn->stk && a >= sn->stk_lo && a - sn->stk_lo <= sn->stk_n - 8 && sn->stk_n >= 8) {
@@ -202,10 +233,12 @@ int stack_native_walk(struct stack_native *sn, const struct user_regs_struct *r,
 		out[n].exact = exact;
 		n++;
 		struct nmod *m = mod_at(sn, pc);
-		const struct cfi_table *t = m ? mod_cfi(m) : NULL;
+		if (m && !m->tried && sn->defer)
+			m->wanted = 1;
+		const struct cfi_table *t = m && (m->tried || !sn->defer) ? mod_cfi(m) : NULL;
 		const struct cfi_rules *ru = t ? cfi_lookup(t, exact ? pc : pc - 1) : NULL;
 		if (!ru) {
-			*stop = SN_NO_CFI;
+			*stop = m && m->wanted ? SN_DEFERRED : SN_NO_CFI;
 			break;
 		}
 		uint64_t cfa;

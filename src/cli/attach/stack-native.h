@@ -25,6 +25,17 @@ struct stack_native *stack_native_new(struct pyproc *p);
 struct stack_native *stack_native_open(struct pyproc *p, int precompile);
 void stack_native_free(struct stack_native *sn);
 
+/* Compiles now the unwind table of the object at path (as the maps name
+ * it), so that a walk need not (while the process is paused). */
+void stack_native_compile(struct stack_native *sn, const char *path);
+
+/* With defer set, a walk that reaches an object whose table is not
+ * compiled yet stops there (SN_NO_CFI) and marks it wanted, instead of
+ * compiling it while the process is paused; stack_native_compile_wanted
+ * compiles those (after the pause) and returns how many. */
+void stack_native_defer(struct stack_native *sn, int defer);
+int stack_native_compile_wanted(struct stack_native *sn);
+
 /* Stack memory [lo, lo + n) copied once: the walks read it from buf, not
  * from the process, until it is set again (buf NULL: no copy). */
 void stack_native_set_stack(struct stack_native *sn, uint64_t lo, const void *buf, size_t n);
@@ -45,6 +56,7 @@ enum {
 	SN_UNREADABLE,  /* a saved register could not be read */
 	SN_UNSUPPORTED, /* a rule strata cannot evaluate */
 	SN_NOT_OUTWARD, /* the next frame was not further up the stack: a bad rule or a corrupt stack */
+	SN_DEFERRED,    /* the last pc's object has its table not compiled yet (stack_native_defer) */
 	SN_MAX,         /* max frames */
 };
 

@@ -14,7 +14,7 @@
  * (into the loader, into malloc), the planted ones included.
  * fgets_stdin() waits for a line inside C stdio's fgets (a real frame
  * holding a lock). Built by the tests as strata_stale_ext. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE 1
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
