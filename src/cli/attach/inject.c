@@ -387,7 +387,7 @@ static void name_pc(struct inj *in, uint64_t pc, int call, char *out, size_t n)
 	else if (mod)
 		snprintf(out, n, "%s at %#llx", base_name(mod), (unsigned long long)pc);
 	else
-		snprintf(out, n, "%#llx (in no mapped object)", (unsigned long long)pc);
+		snprintf(out, n, "%#llx (in no object file)", (unsigned long long)pc);
 }
 
 static const char *syscall_name(long nr)
