@@ -358,10 +358,24 @@ static int safe_point(struct inj *in, struct ptthread *t, struct verdict *v)
 	 * there may be a frame's return address. */
 	if (stop != SN_COMPLETE && ns > 0) {
 		uint64_t from = in->steps[ns - 1].sp & ~(uint64_t)7;
-		if (from < lo)
-			from = lo;
+		if (from < lo || from >= hi) {
+			/* On another stack than the one copied (the walk left a
+			 * signal handler's alternate stack): that one, from
+			 * there up. */
+			memset(&sm, 0, sizeof(sm));
+			sm.stack_rsp = from;
+			pyproc_maps(in->p.pid, find_stack, &sm);
+			lo = from;
+			hi = sm.found_stack ? sm.stack.end : from;
+			if (hi - lo > STACK_READ)
+				hi = lo + STACK_READ;
+			if (hi <= lo || pyproc_read(&in->p, in->stack, lo, (size_t)(hi - lo))) {
+				v->kind = V_UNREADABLE;
+				return 0;
+			}
+		}
 		int k = -1;
-		uint64_t w = from < hi ? forbidden_word(in, in->stack + (from - lo) / 8, (size_t)(hi - from) / 8, &k) : 0;
+		uint64_t w = forbidden_word(in, in->stack + (from - lo) / 8, (size_t)(hi - from) / 8, &k);
 		if (w) {
 			v->kind = V_WORD;
 			v->holder = in->forbid_name[k];
