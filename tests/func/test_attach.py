@@ -720,13 +720,14 @@ def test_attach_states(python, tmp_path, scenario):
     """Each state a process may be in when strata attaches (busy in Python
     or in NumPy, asleep, blocked reading stdin, 8 threads, many extension
     modules loaded, deep in recursion) takes the agent: through `record
-    --pid`, `top --pid` and `ctl PID load`, a fresh process each, one after
-    the other (3.14+: the first through PEP 768, the others through ptrace
-    with remote debugging turned off); each program's output and exit
-    status are what they are without strata. bench/attach.py repeats this
-    20 times per state and interpreter and times the loads."""
+    --pid`, then, in a second process, `top --pid` or `ctl PID load` (every
+    other state: both on every interpreter); on 3.14+ the first through
+    PEP 768, the second through ptrace with remote debugging turned off.
+    Each program's output and exit status are what they are without
+    strata. bench/attach.py repeats this 20 times per state and
+    interpreter (the three commands in turn) and times the loads."""
     pep768 = python.minor >= (3, 14)
-    runs = [("record", True), ("top", not pep768), ("ctl", not pep768)]
+    runs = [("record", True), (("top", "ctl")[SCENARIOS.index(scenario) % 2], not pep768)]
     procs = [start_state(python, scenario, tmp_path, "%s-%d" % (cmd, i), remote_debug=rd)
              for i, (cmd, rd) in enumerate(runs)]
     try:
