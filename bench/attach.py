@@ -121,7 +121,7 @@ def main():
     print("load average %s; build %s" % (open("/proc/loadavg").read().split()[0], conftest.BUILD), flush=True)
     print("%-12s %-10s %6s %6s %8s %8s %8s %8s  %s" % ("python", "state", "ok", "runs", "load med", "load max",
                                                      "wait max", "call max", "ways"), flush=True)
-    total = fails = 0
+    total = fails = over = 0
     worst = 0.0
     for ident in ids:
         interp = conftest.get_interp(ident)
@@ -149,11 +149,13 @@ def main():
             total += len(rs)
             fails += len(rs) - len(ok)
             worst = max([worst] + loads)
+            over += sum(1 for l in loads if l > 1.0)
             print("%-12s %-10s %6d %6d %7.0fms %7.0fms %7.1fms %7.1fms  %s" % (
                 ident, scenario, len(ok), len(rs), 1000 * statistics.median(loads) if loads else 0,
                 1000 * max(loads) if loads else 0, max(waits) if waits else 0, max(calls) if calls else 0,
                 " ".join("%s %d" % kv for kv in sorted(ways.items()))), flush=True)
-    print("%d of %d loads succeeded; the slowest took %.0f ms" % (total - fails, total, worst * 1000), flush=True)
+    print("%d of %d loads succeeded; %d took over 1 s; the slowest took %.0f ms" % (
+        total - fails, total, over, worst * 1000), flush=True)
     return 1 if fails else 0
 
 
