@@ -789,3 +789,29 @@ def test_attach_refusal_names_the_frame(debian_python, tmp_path):
     finally:
         out, err = p.communicate("a line\n", timeout=30)
     assert (p.returncode, out, err) == (4, "a line\n", ""), (p.returncode, out, err)
+
+
+def test_attach_refusal_without_cfi(debian_python, tmp_path):
+    """A thread running code with no unwind information (anonymous memory,
+    as JIT code) cannot be walked past it: the stack above is then checked
+    word by word, as before the walk, and the stale words there refuse it;
+    the line says so. The process goes on as before."""
+    ext = build_stale_ext(debian_python, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
+    p = subprocess.Popen([str(debian_python.exe), "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                          "import strata_stale_ext as e; print('ready', flush=True); e.spin_without_cfi()", str(ext)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(0.3)
+        r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata", timeout=60)
+        assert r.returncode != 0 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert re.search(r"last seen: thread %d's stack could not be unwound past 0x[0-9a-f]+ \(in no object file\) "
+                         r"\(no unwind information\), and a word above it points into (malloc \(libc\.so\.6\)|"
+                         r"\S+ \(ld-linux[^)]*\)|ld-linux\S* at 0x[0-9a-f]+), which may be a frame holding a lock; "
+                         r"nothing was changed in it: try again when the thread is elsewhere" % p.pid, r.stderr), r.stderr
+        assert not maps_agent(p.pid) and p.poll() is None
+    finally:
+        p.kill()
+        p.communicate()

@@ -13,7 +13,9 @@
  * counts() says how many such words the array held when fn was called:
  * (into the loader, into malloc), the planted ones included.
  * fgets_stdin() waits for a line inside C stdio's fgets (a real frame
- * holding a lock). Built by the tests as strata_stale_ext. */
+ * holding a lock); spin_without_cfi() spins in anonymous code (no unwind
+ * information, as JIT code) under the words. Built by the tests as
+ * strata_stale_ext. */
 #define _GNU_SOURCE 1
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define SLOTS 4096 /* 32 KiB */
 
@@ -86,8 +89,9 @@ __attribute__((noinline)) static uintptr_t deep(int n)
 	return s;
 }
 
-/* fn() from a frame whose reserved, never written array holds the words. */
-__attribute__((noinline)) static PyObject *under_stale(PyObject *fn)
+/* fn() (or, with code, code() without the GIL) from a frame whose
+ * reserved, never written array holds the words. */
+__attribute__((noinline)) static PyObject *under_stale(PyObject *fn, void (*code)(void))
 {
 	volatile uintptr_t slot[SLOTS];
 	/* Planted: return-address-like words (a few bytes into the function). */
@@ -103,7 +107,16 @@ __attribute__((noinline)) static PyObject *under_stale(PyObject *fn)
 	}
 	n_ld = nl;
 	n_malloc = nm;
-	PyObject *r = PyObject_CallObject(fn, NULL);
+	PyObject *r;
+	if (code) {
+		Py_BEGIN_ALLOW_THREADS
+		code();
+		Py_END_ALLOW_THREADS
+		r = Py_None;
+		Py_INCREF(r);
+	} else {
+		r = PyObject_CallObject(fn, NULL);
+	}
 	/* The array stays live (and unwritten) until fn returns. */
 	if (slot[SLOTS / 3] == 1)
 		n_ld++;
@@ -116,7 +129,27 @@ static PyObject *run(PyObject *self, PyObject *fn)
 	find_ranges();
 	volatile uintptr_t s = deep(40);
 	(void)s;
-	return under_stale(fn);
+	return under_stale(fn, NULL);
+}
+
+/* Spins forever in code with no unwind information (a page of anonymous
+ * memory, as JIT code is), under the stale words: a stack the walk cannot
+ * get through. */
+static PyObject *spin_without_cfi(PyObject *self, PyObject *noargs)
+{
+	(void)self;
+	(void)noargs;
+	static const unsigned char loop[] = { 0xf3, 0x90, 0xeb, 0xfc }; /* 1: pause; jmp 1b */
+	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED)
+		return PyErr_SetFromErrno(PyExc_OSError);
+	memcpy(page, loop, sizeof(loop));
+	if (mprotect(page, 4096, PROT_READ | PROT_EXEC))
+		return PyErr_SetFromErrno(PyExc_OSError);
+	find_ranges();
+	volatile uintptr_t s = deep(40);
+	(void)s;
+	return under_stale(NULL, (void (*)(void))page);
 }
 
 static PyObject *counts(PyObject *self, PyObject *noargs)
@@ -141,6 +174,7 @@ static PyObject *fgets_stdin(PyObject *self, PyObject *noargs)
 }
 
 static PyMethodDef methods[] = {
+	{ "spin_without_cfi", spin_without_cfi, METH_NOARGS, "spins forever in anonymous code, under the words" },
 	{ "fgets_stdin", fgets_stdin, METH_NOARGS, "a line of stdin read with C stdio's fgets" },
 	{ "run", run, METH_O, "run(fn): fn() under a frame holding stale words into ld.so and malloc" },
 	{ "counts", counts, METH_NOARGS, "(words into the loader, words into malloc) in that frame" },
