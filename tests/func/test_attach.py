@@ -624,6 +624,12 @@ def test_attach_pep768_fallback(python, tmp_path, case):
     try:
         if case == "blocked":
             assert p.stdout.readline() == "up\n"
+            # 'up' comes before the read: under load the request could
+            # land while bytecode still ran, and PEP 768 then works (the
+            # sid stage saw it once). Attach once the read blocks.
+            from test_control import wait_for
+            sc = Path("/proc/%d/syscall" % p.pid)
+            assert wait_for(lambda: sc.read_text().split()[0] == "0"), sc.read_text()
         else:
             time.sleep(0.3)
         r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "f.strata", timeout=120)
