@@ -23,6 +23,7 @@
 #include "shm/agent.h"
 #include "shm/link.h"
 #include "shm/objects.h"
+#include "shm/shm.h"
 #include "shm/unwind.h"
 #include "common/format.h"
 
@@ -228,13 +229,7 @@ static void take_helper_fds(struct tslot *s)
 	}
 	int fd = (int)syscall(SYS_pidfd_getfd, hp, s->helper_fd, 0);
 	close(hp);
-	if (fd >= 0 && fd < 512) {
-		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-		if (hi >= 0) {
-			close(fd);
-			fd = hi;
-		}
-	}
+	fd = fd_high(fd);
 	/* -2: no copy (ptrace rules forbid it); samples carry no counts, and
 	 * the helper keeps its own. */
 	s->trigger_fd = fd >= 0 ? fd : -2;
@@ -268,6 +263,9 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
 	int saved_errno = errno;
+	/* Maps room the helper asked for (shm.h; under RLIMIT_AS only): the
+	 * helper's next table or thread fits then. */
+	shm_sync();
 	struct tslot *s = tls_slot;
 	int ours = 0;
 	uint32_t weight = 1;

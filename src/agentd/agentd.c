@@ -74,6 +74,8 @@ static struct {
 
 int agentd_target_pidfd(void) { return D.pidfd; }
 
+static int log_line(const char *buf, int n);
+
 /* Messages go to the target's standard error as it is now (the helper
  * holds none of the program's descriptors). */
 void agent_log(const char *fmt, ...)
@@ -87,15 +89,45 @@ void agent_log(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
+	log_line(buf, n);
+}
+
+/* Returns whether the line was written. */
+static int log_line(const char *buf, int n)
+{
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd/2", (int)agent.pid);
 	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0 && D.debug)
 		fd = dup(2);
-	if (fd >= 0) {
-		ssize_t w = write(fd, buf, (size_t)n);
-		(void)w;
-		close(fd);
+	if (fd < 0)
+		return 0;
+	ssize_t w = write(fd, buf, (size_t)n);
+	close(fd);
+	return w == n;
+}
+
+/* The helper cannot serve the process: says why on its standard error,
+ * and leaves the reason where the process reads it (agent.helper_why),
+ * so the profile names it even if this helper had no descriptor left to
+ * write with. */
+static void start_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void start_failed(const char *fmt, ...)
+{
+	char why[sizeof(agent.helper_why)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "strata: process %d: %s; it is not profiled\n", (int)agent.pid, why);
+	if (n > (int)sizeof(buf) - 1)
+		n = (int)sizeof(buf) - 1;
+	if (agentp != &none) {
+		snprintf(agent.helper_why, sizeof(agent.helper_why), "%s", why);
+		atomic_store(&agent.helper_why_logged, log_line(buf, n));
+	} else {
+		log_line(buf, n);
 	}
 }
 
@@ -130,7 +162,13 @@ static const struct strata_pyreader *load_reader(void)
 	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir,
 		 agent.module_version[0] ? agent.module_version : v);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	char first_err[512] = "";
 	if (!h) {
+		const char *de = dlerror();
+		/* Kept only when the build is there: a missing file is
+		 * the usual "other patch release" case, tried next. */
+		if (de && access(path, F_OK) == 0)
+			snprintf(first_err, sizeof(first_err), "%s", de);
 		char minor[64];
 		const char *d1 = strchr(v, '.');
 		const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
@@ -149,14 +187,17 @@ static const struct strata_pyreader *load_reader(void)
 			closedir(dp);
 	}
 	if (!h) {
-		agent_log("no reader for Python %s in %s: process %d is not profiled", v, agent.agent_dir, (int)agent.pid);
+		if (first_err[0])
+			start_failed("cannot load the reader for Python %s: %s", v, first_err);
+		else
+			start_failed("no reader for Python %s in %s", v, agent.agent_dir);
 		return NULL;
 	}
 	strata_pyreader_init_fn init = (strata_pyreader_init_fn)dlsym(h, STRATA_PYREADER_INIT_SYM);
 	struct strata_remote r = { .read = remote_read_cb, .ctx = NULL, .syms = agent.pysyms };
 	const struct strata_pyreader *rd = init ? init(&r) : NULL;
 	if (!rd || rd->api_version != STRATA_PYAPI_VERSION) {
-		agent_log("the reader %s does not match this agent: process %d is not profiled", path, (int)agent.pid);
+		start_failed("the reader %s does not match this agent", path);
 		return NULL;
 	}
 	/* The target's module passed the same check in the target; the
@@ -166,7 +207,7 @@ static const struct strata_pyreader *load_reader(void)
 	ssize_t el = readlink(path, exe, sizeof(exe) - 1);
 	exe[el > 0 ? el : 0] = 0;
 	if (rd->check(exe, why, sizeof(why))) {
-		agent_log("%s", why);
+		start_failed("%s", why);
 		return NULL;
 	}
 	return rd;
@@ -275,7 +316,7 @@ static void open_triggers(void)
 			s->helper_fd = s->trigger_fd;
 			s->trigger_fd = -1;
 		} else {
-			s->trigger_failed = 1;
+			s->trigger_failed = errno ? errno : EINVAL;
 		}
 	}
 	reg_unlock();
@@ -383,8 +424,7 @@ int main(int argc, char **argv)
 	int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2, SIGPROF, SIGALRM };
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		sigaction(ignored[i], &ign, NULL);
-	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK) || pipe2(D.quit, O_CLOEXEC | O_NONBLOCK))
-		return 1;
+	none.pid = pid;
 	struct sigaction st;
 	memset(&st, 0, sizeof(st));
 	st.sa_handler = on_term;
@@ -402,8 +442,11 @@ int main(int argc, char **argv)
 	}
 
 	if (shm_attach(AGENTD_FD_SHM, addr, max)) {
-		fprintf(stderr, "%s: cannot map the shared region at 0x%llx: %s\n", AGENTD_NAME,
-			(unsigned long long)addr, strerror(errno));
+		int e = errno;
+		char lim[96];
+		shm_limit_note(lim, sizeof(lim), e);
+		start_failed("the agent's helper cannot map the shared region at 0x%llx: %s%s",
+			     (unsigned long long)addr, strerror(e), lim);
 		return 1;
 	}
 	fcntl(AGENTD_FD_SHM, F_SETFD, FD_CLOEXEC);
@@ -414,6 +457,13 @@ int main(int argc, char **argv)
 		return 1;
 	agentp = s;
 	atexit(leaving);
+	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK) || pipe2(D.quit, O_CLOEXEC | O_NONBLOCK)) {
+		int e = errno;
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
+		start_failed("the agent's helper cannot make a pipe: %s%s", strerror(e), lim);
+		return 1;
+	}
 	remote_init(pid, AGENTD_FD_MEM);
 	D.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	dbg("started for process %d", (int)pid);
@@ -429,15 +479,9 @@ int main(int argc, char **argv)
 	}
 	if (agent.cfg.perf_map)
 		jitdump_start();
-	if (agent.cfg.mode == MODE_WALL) {
-		agent.sampler_slot = shm_alloc(sizeof(struct tslot));
-		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
-			agent_log("out of shared memory: process %d is not profiled", (int)pid);
-			return 1;
-		}
-		agent.sampler_slot->trigger_fd = -1;
-		agent.sampler_slot->stat_fd = -1;
-		agent.sampler_slot->helper_fd = -1;
+	if (agent.cfg.mode == MODE_WALL && !agent.sampler_slot) {
+		start_failed("the wall sampler has no ring");
+		return 1;
 	}
 	/* A standby agent with an output by path is the fork child of a
 	 * process that was being recorded after an attach: it records into
@@ -445,11 +489,13 @@ int main(int argc, char **argv)
 	 * does (the CLI detaches it with its parent). */
 	int standby = agent.standby && !(atomic_load(&agent.has_output) && agent.cfg.output[0]);
 	if (standby ? writer_start_standby() : writer_start()) {
+		int e = errno;
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
 		if (standby)
-			agent_log("cannot start the writer: %s; process %d is not profiled", strerror(errno), (int)pid);
+			start_failed("cannot start the writer: %s%s", strerror(e), lim);
 		else
-			agent_log("cannot open the profile %s: %s; process %d is not profiled", agent.cfg.output,
-				  strerror(errno), (int)pid);
+			start_failed("cannot open the profile %s: %s%s", agent.cfg.output, strerror(e), lim);
 		atomic_store(&agent.sampling, 0);
 		return 1;
 	}
@@ -468,7 +514,7 @@ int main(int argc, char **argv)
 
 	pthread_t lt;
 	if (pthread_create(&lt, NULL, link_thread, NULL)) {
-		agent_log("cannot start the helper's link thread: process %d is not profiled", (int)pid);
+		start_failed("cannot start the helper's link thread: %s", strerror(errno));
 		finish_once(END_DETACH, 0);
 		return 1;
 	}

@@ -38,6 +38,7 @@
 #include "shm/agent.h"
 #include "agentd.h"
 #include "shm/objects.h"
+#include "shm/shm.h"
 #include "perfread.h"
 #include "shm/unwind.h"
 #include "common/format.h"
@@ -235,6 +236,35 @@ static void report_drops(struct tslot *s)
 	}
 }
 
+/* What the agent could not do (agent.h notes), and the region's growth
+ * that failed, into the stream once each. */
+static void put_notes(void)
+{
+	if (!writer_has_output())
+		return;
+	for (int i = 0; i < NOTES_MAX; i++) {
+		struct agent_note *n = &agent.notes.e[i];
+		if (atomic_load(&n->state) != 2)
+			continue;
+		struct rec_note r = { .tid = n->tid, .time_ns = n->time_ns, .kind = n->kind, .text = n->text };
+		rec_put_note(&W.recs, &r);
+		atomic_store(&n->state, 3);
+	}
+	uint64_t wanted = 0;
+	int e = shm_limited(&wanted);
+	if (e && !W.limit_noted) {
+		W.limit_noted = 1;
+		char lim[96];
+		shm_limit_note(lim, sizeof(lim), e);
+		char text[400];
+		snprintf(text, sizeof(text), "the agent's shared memory could not grow to %llu MB (%s%s): threads that "
+			 "start later sample into smaller rings or not at all, and native unwind tables may be missing",
+			 (unsigned long long)(wanted >> 20), strerror(e), lim);
+		struct rec_note r = { .time_ns = mono_ns(), .kind = NOTE_LIMITED, .text = text };
+		rec_put_note(&W.recs, &r);
+	}
+}
+
 /* Drains every ring and retires exited threads. Caller holds W.lock. */
 void drain_all(void)
 {
@@ -284,6 +314,7 @@ void drain_all(void)
 		pp = &s->next;
 	}
 	reg_unlock();
+	put_notes();
 	if (keep && agent.cfg.objects)
 		wobj_scan(&W.recs, 0);
 	/* Every sample taken before these deaths was in a ring and is now

@@ -65,6 +65,7 @@ struct writer {
 	struct wbuf chunk;
 	uint32_t seq;
 	int any_samples;          /* this stream has samples: it is worth writing */
+	int limit_noted;          /* the region's failed growth is in the stream */
 	uint64_t last_time;
 	uint64_t last_flush;
 	uint64_t samples, dropped;

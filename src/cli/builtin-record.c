@@ -71,19 +71,25 @@ static const char usage_text[] =
 
 struct summary {
 	uint64_t samples, dropped;
-	unsigned processes, unsupported, refused, threads;
+	unsigned processes, unsupported, refused, threads, not_profiled;
 	char unsupported_versions[256];
+	/* What the agents could not do (REC_NOTE), one line each, with
+	 * their process; a few, then a count. */
+	char notes[8][400];
+	unsigned nnotes, more_notes;
+	int first_not_profiled;      /* index in notes of a process that was not profiled, or -1 */
 };
 
 static int count_record(void *ctx, struct reader_stream *st, uint64_t type, struct rbuf *body)
 {
-	(void)st;
 	struct summary *s = ctx;
 	switch (type) {
 	case REC_PROCESS: {
 		struct rec_process p;
 		if (rec_get_process(body, &p) == 0) {
-			if (p.flags & PROC_UNSUPPORTED) {
+			if (p.flags & PROC_NOT_PROFILED) {
+				s->not_profiled++;
+			} else if (p.flags & PROC_UNSUPPORTED) {
 				s->unsupported++;
 				if (p.flags & PROC_REFUSED)
 					s->refused++;
@@ -101,6 +107,21 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 	case REC_THREAD:
 		s->threads++;
 		break;
+	case REC_NOTE: {
+		struct rec_note n;
+		if (rec_get_note(body, &n) == 0) {
+			if (s->nnotes < sizeof(s->notes) / sizeof(s->notes[0])) {
+				if (n.kind == NOTE_NOT_PROFILED && s->first_not_profiled < 0)
+					s->first_not_profiled = (int)s->nnotes;
+				snprintf(s->notes[s->nnotes++], sizeof(s->notes[0]), "process %u: %s", st ? st->pid : 0,
+					 n.text);
+			} else {
+				s->more_notes++;
+			}
+			rec_free_note(&n);
+		}
+		break;
+	}
 	case REC_SAMPLE: {
 		struct rec_sample smp;
 		if (rec_get_sample(body, &smp) == 0)
@@ -442,7 +463,7 @@ int cmd_record(int argc, char **argv)
 			warnf("could not append the end of the session to %s", o.output);
 		wait_for_stragglers(l.output_abs, 2000, l.pid);
 	}
-	struct summary s = { 0 };
+	struct summary s = { .first_not_profiled = -1 };
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
 	if (!r) {
 		errorf("%s: %s", o.output, err);
@@ -465,7 +486,9 @@ int cmd_record(int argc, char **argv)
 	if (s.processes == 0) {
 		if (tmp_raw[0])
 			unlink(tmp_raw);
-		if (s.unsupported)
+		if (s.first_not_profiled >= 0)
+			errorf("nothing was profiled: %s", s.notes[s.first_not_profiled]);
+		else if (s.unsupported)
 			errorf("nothing was profiled: %s Python %s", s.refused == s.unsupported ?
 			       "the agent module cannot read" : s.refused ? "no fitting agent build for" :
 			       "no agent build for", s.unsupported_versions);
@@ -482,6 +505,11 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "strata: %llu samples, %u process%s, %u thread%s, %llu dropped -> %s\n",
 			(unsigned long long)s.samples, s.processes, s.processes == 1 ? "" : "es", s.threads,
 			s.threads == 1 ? "" : "s", (unsigned long long)s.dropped, ex ? output : o.output);
+	/* (With -f, the profile's warnings below carry them.) */
+	for (unsigned i = 0; i < s.nnotes && !ex; i++)
+		warnf("%s", s.notes[i]);
+	if (s.more_notes && !ex)
+		warnf("%u more such notes: `strata report` lists them", s.more_notes);
 	if (ex) {
 		struct load_opts lo = { 0 };
 		struct profile *p = profile_load(l.output_abs, &lo, err, sizeof(err));

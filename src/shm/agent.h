@@ -109,7 +109,7 @@ struct tslot {
 	 * by the thread when it registers, done by the helper's link
 	 * thread; the thread itself then holds no descriptor. */
 	_Atomic int helper_trigger;
-	int trigger_failed;          /* helper: the open failed, not retried */
+	int trigger_failed;          /* helper: the open failed (its errno), not retried */
 	int stat_fd;                 /* helper: /proc/PID/task/TID/stat (wall mode) */
 	_Atomic int wall_pending;    /* the wall sampler sent us a signal */
 
@@ -192,6 +192,22 @@ struct outvar {
 	char buf[2][4200];
 };
 
+/* What the agent could not do, for the writer to put in the stream as
+ * NOTE records (format.h): posted by either process (never from a signal
+ * handler), written once. A fixed table: what does not fit is left out,
+ * since each kind of trouble is posted once. */
+#define NOTES_MAX 16
+struct agent_note {
+	_Atomic int state;           /* 0 free, 1 being filled, 2 ready, 3 written */
+	uint32_t kind, tid;          /* enum note_kind; tid 0: the process */
+	uint64_t time_ns;
+	char text[240];
+};
+struct agent_notes {
+	_Atomic uint32_t next;
+	struct agent_note e[NOTES_MAX];
+};
+
 struct agent_state {
 	/* Set up by the profiled process before the helper starts; read-only
 	 * afterwards unless said otherwise. */
@@ -245,6 +261,8 @@ struct agent_state {
 	struct graveyard *grave;
 	struct outvar outvar;
 	struct objtab *objtab;       /* --objects: sampled blocks (objects.h) */
+	struct agent_notes notes;
+	_Atomic int small_rings;     /* a ring was made smaller than asked: noted */
 
 	/* The link between the profiled process and its helper (link.h):
 	 * futex words in this shared region, so the process holds no
@@ -261,6 +279,11 @@ struct agent_state {
 	 * waits for it. A pid, not a flag: the helper of a stream that
 	 * ended in a failed exec may leave after the next one started. */
 	_Atomic pid_t link_gone;
+	/* Why the helper could not start (one line), for the profiled
+	 * process to report as its own: the helper may lack the descriptor
+	 * to say so on the program's standard error (why_logged: it did). */
+	char helper_why[300];
+	_Atomic int helper_why_logged;
 };
 
 enum layout_state { LAYOUT_OK = 0, LAYOUT_PENDING = 1, LAYOUT_BAD = 2 };
@@ -296,11 +319,27 @@ uint64_t agent_new_stream_id(void);
 /* Samples per second as the profile states it (0: event-driven, not a clock). */
 unsigned agent_rate_hz(void);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Posts a NOTE (kind: enum note_kind; tid 0 for the whole process) for
+ * the writer, and logs it on the program's standard error. */
+void agent_note(uint32_t kind, uint32_t tid, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Moves a descriptor the agent opens in the profiled process out of the
+ * program's way: above 511, or near the top of a lower RLIMIT_NOFILE
+ * (close-on-exec). Returns the new number (fd itself if it cannot move).
+ * Async-signal-safe; keeps errno. */
+int fd_high(int fd);
+/* After a call failed with err: ": RLIMIT_NOFILE is N" into buf when err
+ * is EMFILE (the process's own descriptor limit), else "". */
+int fd_limit_note(char *buf, size_t n, int err);
 /* Appends to `output` a stream of one record saying process pid (running
  * exe, Python `version`) was not profiled (PROC_UNSUPPORTED). */
 /* refused: a module was found but does not fit this interpreter (PROC_REFUSED). */
 void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
 			    int refused);
+/* The same for a process that was not profiled for another reason (flags:
+ * PROC_*; PROC_UNSUPPORTED | PROC_NOT_PROFILED when the agent could not
+ * start), with a NOTE saying why when `why` is set. */
+void agent_note_unprofiled(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
+			   uint32_t flags, const char *why);
 
 /* slots.c */
 struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */
@@ -318,6 +357,10 @@ void reg_unlock(void);
  * armed if sampling is on. own: the calling thread is tid. */
 int trigger_open(struct tslot *s, pid_t tid);
 void trigger_close(struct tslot *s);
+/* A POSIX CPU-time timer on thread tid of this process (no descriptor):
+ * the trigger where perf events are not allowed, and where the helper
+ * could open no more of them. */
+int trigger_open_timer(struct tslot *s, pid_t tid);
 /* Arms or disarms a perf event: refresh (one overflow, re-armed by the
  * handler) or free running. */
 void trigger_fd_enable(int fd, int on, int refresh);

@@ -52,21 +52,9 @@
 static _Atomic int no_remove_on_exec;
 
 /* A descriptor the profiled process keeps (-e events) goes above the
- * numbers programs use, before anything (F_SETOWN, a group) names it. */
-static long high(long fd)
-{
-	if (fd < 0 || fd >= 512)
-		return fd;
-	int e = errno;
-	int hi = fcntl((int)fd, F_DUPFD_CLOEXEC, 512);
-	if (hi < 0) {
-		errno = e;
-		return fd;
-	}
-	close((int)fd);
-	errno = e;
-	return hi;
-}
+ * numbers programs use (fd_high), before anything (F_SETOWN, a group)
+ * names it. */
+static long high(long fd) { return fd < 0 ? fd : fd_high((int)fd); }
 
 static long open_attr(struct perf_event_attr *a, pid_t tid, int group)
 {
@@ -230,6 +218,28 @@ void trigger_timer_arm(struct tslot *s, int on)
 	timer_settime(s->timer, 0, &its, NULL);
 }
 
+int trigger_open_timer(struct tslot *s, pid_t tid)
+{
+	if (getpid() != agent.pid)
+		return -1; /* a timer signals only its own process's threads */
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	struct sigevent ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.sigev_notify = SIGEV_THREAD_ID;
+	ev.sigev_signo = SIGPROF;
+	ev._sigev_un._tid = tid;
+	ev.sigev_value.sival_ptr = s;
+	/* Another thread's CPU clock, as pthread_getcpuclockid makes it
+	 * (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
+	clockid_t clk = tid != self ? (clockid_t)((~(unsigned)tid) << 3 | 6) : CLOCK_THREAD_CPUTIME_ID;
+	if (timer_create(clk, &ev, &s->timer))
+		return -1;
+	s->has_timer = 1;
+	if (atomic_load(&agent.sampling))
+		trigger_timer_arm(s, 1);
+	return 0;
+}
+
 int trigger_open(struct tslot *s, pid_t tid)
 {
 	/* The calling thread opens events on itself with pid 0 (valid
@@ -257,25 +267,8 @@ int trigger_open(struct tslot *s, pid_t tid)
 		s->trigger_fd = (int)fd;
 		break;
 	}
-	case TRIGGER_POSIX_CPU_TIMER: {
-		if (getpid() != agent.pid)
-			return -1; /* a timer signals only its own process's threads */
-		struct sigevent ev;
-		memset(&ev, 0, sizeof(ev));
-		ev.sigev_notify = SIGEV_THREAD_ID;
-		ev.sigev_signo = SIGPROF;
-		ev._sigev_un._tid = tid;
-		ev.sigev_value.sival_ptr = s;
-		/* Another thread's CPU clock, as pthread_getcpuclockid makes
-		 * it (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
-		clockid_t clk = target ? (clockid_t)((~(unsigned)tid) << 3 | 6) : CLOCK_THREAD_CPUTIME_ID;
-		if (timer_create(clk, &ev, &s->timer))
-			return -1;
-		s->has_timer = 1;
-		if (atomic_load(&agent.sampling))
-			trigger_timer_arm(s, 1);
-		return 0;
-	}
+	case TRIGGER_POSIX_CPU_TIMER:
+		return trigger_open_timer(s, tid);
 	default:
 		return 0; /* wall mode: the helper's sampler drives everything */
 	}
