@@ -195,19 +195,29 @@ int sample_alloc_capture(struct tslot *s, const void *uc, const uint64_t *words)
 	return capture(s, uc, 1, NULL, 0, words);
 }
 
-/* The -e group's counts since this thread's previous sample, from one
- * read() of the leader. Returns the number of values, 0 if the read failed
- * (the sample then carries no counts rather than wrong ones).
- * Async-signal-safe: read() and arithmetic. */
+/* The -e group's counts since this thread's previous sample: from the
+ * leader's ring where the group is mapped (no descriptor involved), else
+ * from one read() of the leader, once it is known to still be ours: a
+ * program that closed it and reused the number must never have its data
+ * read by us. Returns the number of values, 0 if there are none (the
+ * sample then carries no counts rather than wrong ones).
+ * Async-signal-safe: read(), ioctl() and arithmetic. */
 static uint32_t read_counters(struct tslot *s, uint64_t *out)
 {
 	uint64_t buf[1 + EVENTS_MAX];
-	if (s->trigger_fd < 0)
-		return 0;
-	ssize_t r = read(s->trigger_fd, buf, sizeof(buf));
-	if (r < (ssize_t)sizeof(uint64_t) || buf[0] != s->ncounters ||
-	    (size_t)r < (1 + s->ncounters) * sizeof(uint64_t))
-		return 0;
+	if (s->ev_map) {
+		if (trigger_counts(s, buf + 1) <= 0)
+			return 0;
+	} else {
+		if (s->trigger_fd < 0 || (s->ev_id[0] && !trigger_is_ours(s, s->trigger_fd, 0))) {
+			atomic_store_explicit(&s->ev_lost, 1, memory_order_relaxed);
+			return 0;
+		}
+		ssize_t r = read(s->trigger_fd, buf, sizeof(buf));
+		if (r < (ssize_t)sizeof(uint64_t) || buf[0] != s->ncounters ||
+		    (size_t)r < (1 + s->ncounters) * sizeof(uint64_t))
+			return 0;
+	}
 	for (uint32_t i = 0; i < s->ncounters; i++) {
 		out[i] = buf[1 + i] - s->counter_prev[i];
 		s->counter_prev[i] = buf[1 + i];
@@ -250,12 +260,12 @@ static void apply_toggle(struct tslot *s)
 	int on = atomic_load(&agent.sampling);
 	if (s->has_timer)
 		trigger_timer_arm(s, on);
-	if (s->trigger_fd >= 0) {
+	if (s->trigger_fd >= 0 && (!s->ev_id[0] || trigger_is_ours(s, s->trigger_fd, 0))) {
 		if (on) {
 			uint64_t period = agent.trigger == TRIGGER_PERF_EVENT ? agent.cfg.event_period : agent.cfg.period_ns;
 			ioctl(s->trigger_fd, PERF_EVENT_IOC_PERIOD, &period);
 		}
-		trigger_fd_enable(s->trigger_fd, on, !s->external);
+		trigger_fd_enable(s->trigger_fd, on, !s->external && !s->ev_map);
 	}
 }
 
@@ -326,9 +336,11 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		}
 		s->in_handler = 0;
 	}
-	/* A thread's own event is re-armed for one more overflow; one the
-	 * helper opened runs freely. */
-	if (!s->external && s->trigger_fd >= 0 && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
+	/* A thread's own unmapped event is re-armed for one more overflow
+	 * (REFRESH: a '$' ioctl, which no other kind of file acts on); one
+	 * the helper opened, or mapped, runs freely. */
+	if (!s->external && !s->ev_map && s->trigger_fd >= 0 && !atomic_load_explicit(&s->ev_lost, memory_order_relaxed) &&
+	    atomic_load_explicit(&agent.sampling, memory_order_relaxed))
 		ioctl(s->trigger_fd, PERF_EVENT_IOC_REFRESH, 1);
 	errno = saved_errno;
 	return 1;

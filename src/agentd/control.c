@@ -81,11 +81,13 @@ static int event_fd(struct tslot *s, int *tmp)
 	int fd = (int)syscall(SYS_pidfd_getfd, pfd, s->trigger_fd, 0);
 	if (fd < 0)
 		return -1;
-	/* The program may have closed ours and reused the number. */
+	/* The program may have closed ours and reused the number (for an
+	 * event of its own, even). */
 	char path[64], link[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	ssize_t n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]"))) {
+	if (n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]")) ||
+	    (s->ev_id[0] && !trigger_is_ours(s, fd, 0))) {
 		close(fd);
 		return -1;
 	}
@@ -134,7 +136,7 @@ static void set_trigger(struct tslot *s, int on)
 	/* Events the thread holds re-arm one overflow at a time (REFRESH);
 	 * off, the handler also stops re-arming by itself. Those the helper
 	 * holds (cpu mode, scanned threads) run freely. */
-	trigger_fd_enable(fd, on, !tmp ? 0 : !s->external);
+	trigger_fd_enable(fd, on, !tmp ? 0 : !s->external && !s->ev_map);
 	if (tmp)
 		close(fd);
 }

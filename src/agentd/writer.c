@@ -236,6 +236,30 @@ static void report_drops(struct tslot *s)
 	}
 }
 
+/* -e groups the kernel would not map (struct tslot) live only through
+ * the thread's descriptors: a program that closes them (a daemon) ends
+ * the thread's sampling, silently but for this. Twice a second, each
+ * such thread's leader number is looked at from outside; a number that
+ * is no perf event any more is said once, with the time. Caller holds
+ * reg_lock. */
+static void check_unmapped_events(struct tslot *s, uint64_t now)
+{
+	if (!s->ncounters || s->ev_map || s->external || s->trigger_fd < 0 || atomic_load(&s->exited) ||
+	    atomic_load(&s->ev_lost) == 2)
+		return;
+	char path[64], link[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)agent.pid, s->trigger_fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	int gone = n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]") != 0);
+	if (!gone && atomic_load(&s->ev_lost) != 1)
+		return;
+	atomic_store(&s->ev_lost, 2);
+	(void)now;
+	agent_note(NOTE_STOPPED, (uint32_t)s->tid, "thread %d stopped being sampled: the program closed or replaced "
+		   "descriptor %d, the -e event group strata opened for it (the kernel refused to map the group, "
+		   "which would have kept it: a locked-memory limit, perf_event_mlock_kb)", (int)s->tid, s->trigger_fd);
+}
+
 /* What the agent could not do (agent.h notes), and the region's growth
  * that failed, into the stream once each. */
 static void put_notes(void)
@@ -284,9 +308,16 @@ void drain_all(void)
 			e->dies_at = d->t;
 	}
 	int keep = writer_has_output();
+	uint64_t now = mono_ns();
+	int evcheck = agent.trigger == TRIGGER_PERF_EVENT && now - W.last_evcheck >= 500 * 1000000ull;
+	if (evcheck)
+		W.last_evcheck = now;
 	reg_lock();
-	for (struct tslot *s = agent.slots; s && keep; s = s->next)
+	for (struct tslot *s = agent.slots; s && keep; s = s->next) {
 		announce(s);
+		if (evcheck)
+			check_unmapped_events(s, now);
+	}
 	if (agent.sampler_slot)
 		drain_ring(&agent.sampler_slot->ring);
 	struct tslot **pp = &agent.slots;

@@ -84,6 +84,7 @@ struct writer {
 	int own_session;          /* we wrote the output's session: we end it too */
 	uint64_t session_stream;
 	uint64_t last_scan;       /* by-tid mode: last threads_scan() */
+	uint64_t last_evcheck;    /* -e: last look at the threads' unmapped groups */
 };
 extern struct writer W;
 

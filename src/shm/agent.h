@@ -102,6 +102,19 @@ struct tslot {
 	 * takes a copy of the leader at its first sample (trigger_fd) and
 	 * the helper then lets go of its own. */
 	int sig_fd;
+	/* -e, a thread's own group: the leader's ring (its user page and one
+	 * data page, where the kernel writes the group's counts at each
+	 * overflow: PERF_SAMPLE_READ) and the others' user pages, mapped in
+	 * the profiled process. A mapping holds its event as a descriptor
+	 * does, so a program that closes or dup2s over our descriptors
+	 * (a daemon) leaves the group counting and signalling, and the
+	 * handler reads the counts from the ring, never from a descriptor
+	 * number the program may have reused. NULL where the mapping was
+	 * refused (locked-memory limits): then the descriptors carry it. */
+	void *ev_map;
+	void *ev_sib_map[EVENTS_MAX];
+	uint64_t ev_id[EVENTS_MAX];  /* each one's PERF_EVENT_IOC_ID: tells our descriptor from a reused number */
+	_Atomic int ev_lost;         /* -e without mappings: the program closed or replaced our descriptor */
 	int helper_fd;
 	int helper_counter_fd[EVENTS_MAX];
 	_Atomic int fd_taken;        /* the handler has its copy of helper_fd */
@@ -361,6 +374,14 @@ void trigger_close(struct tslot *s);
  * the trigger where perf events are not allowed, and where the helper
  * could open no more of them. */
 int trigger_open_timer(struct tslot *s, pid_t tid);
+/* -e, a mapped group: the counts of its latest overflow into vals
+ * (ncounters values), consuming the ring. Returns the number of values,
+ * 0 if no overflow was written since, -1 if the group is not mapped.
+ * Async-signal-safe. */
+int trigger_counts(struct tslot *s, uint64_t *vals);
+/* Whether descriptor fd is still this slot's -e leader (the program may
+ * have closed ours and reused the number). Async-signal-safe. */
+int trigger_is_ours(struct tslot *s, int fd, int idx);
 /* Arms or disarms a perf event: refresh (one overflow, re-armed by the
  * handler) or free running. */
 void trigger_fd_enable(int fd, int on, int refresh);
