@@ -270,9 +270,37 @@ static void close_perf_fd(int fd)
 	}
 }
 
+/* The state as it was when fork() was called, in private memory: the
+ * child must not read the shared state, which the parent goes on
+ * changing. A parent that forks and _exits at once (a daemon's double
+ * fork, python-daemon's DaemonContext) had often marked itself stopping,
+ * sampling off, by the time the child looked, and the child then went
+ * unprofiled, and so did the daemon it forked in turn. */
+static struct agent_state *fork_snap;
+
+static void atfork_prepare(void)
+{
+	fork_snap = NULL;
+	if (!agent.active || atomic_load(&agent.stopping))
+		return;
+	size_t sz = sizeof(struct agent_state);
+	struct agent_state *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return;
+	memcpy(m, agentp, sz);
+	fork_snap = m;
+}
+
+static void atfork_parent(void)
+{
+	if (fork_snap)
+		munmap(fork_snap, sizeof(struct agent_state));
+	fork_snap = NULL;
+}
+
 static void atfork_child(void)
 {
-	if (!agent.active || atomic_load(&agent.stopping)) {
+	if (!fork_snap) {
 		/* Nothing of ours continues in the child. */
 		agentp = &inactive;
 		link_forget();
@@ -295,14 +323,14 @@ static void atfork_child(void)
 	}
 	reg_unlock();
 	size_t sz = sizeof(struct agent_state);
-	struct agent_state *copy = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct agent_state *copy = fork_snap;
+	fork_snap = NULL;
 	link_forget();
 	ctlsock_forget();
 	tls_slot = NULL;
-	if (copy == MAP_FAILED || (memcpy(copy, agentp, sz), shm_replace() != 0)) {
+	if (shm_replace() != 0) {
 		agentp = &inactive;
-		if (copy != MAP_FAILED)
-			munmap(copy, sz);
+		munmap(copy, sz);
 		return;
 	}
 	struct agent_state *st = shm_alloc(sz);
@@ -559,7 +587,7 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	}
 	static int atfork_done;
 	if (!atfork_done) {
-		pthread_atfork(NULL, NULL, atfork_child);
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 		atfork_done = 1;
 	}
 	if (by_tid)

@@ -160,6 +160,8 @@ static void wait_for_stragglers(const char *path, int ms, pid_t child)
 		 * process killed by a signal a moment after it started may
 		 * end before its helper wrote anything (seen under load). */
 		int pending = child > 0 && agent_helper_alive(child);
+		pid_t writers[1];
+		pending += agent_helpers_writing(path, writers, 1);
 		if (reader_poll(r, 1, NULL, NULL, err, sizeof(err)) == 0) {
 			size_t n;
 			const struct reader_stream *st = reader_streams(r, &n);
@@ -185,8 +187,10 @@ static void on_stop_signal(int sig)
 }
 
 /* With --pid: until the duration passes, Ctrl-C (or SIGTERM/SIGHUP), or
- * the process ends. */
-static void wait_attached(pid_t pid, double duration)
+ * the process ends, and with it the processes it forked that record into
+ * the same file (a daemon it became: python-daemon's DaemonContext forks
+ * twice, and the process attached to is the first to exit). */
+static void wait_attached(pid_t pid, double duration, const char *output, int quiet)
 {
 	struct sigaction sa, old[3];
 	memset(&sa, 0, sizeof(sa));
@@ -196,7 +200,34 @@ static void wait_attached(pid_t pid, double duration)
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &sa, &old[i]);
 	uint64_t end = duration > 0 ? monotonic_ns() + (uint64_t)(duration * 1e9) : 0;
-	while (!attach_stop && attach_alive(pid) && (!end || monotonic_ns() < end)) {
+	int told = 0;
+	uint64_t none_since = 0;
+	for (;;) {
+		if (attach_stop || (end && monotonic_ns() >= end))
+			break;
+		if (!attach_alive(pid)) {
+			pid_t w[16];
+			int n = agent_helpers_writing(output, w, 16);
+			/* A moment's grace: between a daemon's two forks, the
+			 * middle process may be gone before the last one's
+			 * helper has started. */
+			if (!n) {
+				uint64_t now = monotonic_ns();
+				if (!none_since)
+					none_since = now;
+				if (now - none_since >= 500000000ull)
+					break;
+			} else {
+				none_since = 0;
+			}
+			if (!n)
+				goto next;
+			if (!told && !quiet)
+				fprintf(stderr, "strata: process %d ended; recording the %d process%s it started until %s; "
+					"Ctrl-C to stop\n", (int)pid, n, n == 1 ? "" : "es", n == 1 ? "it ends" : "they end");
+			told = 1;
+		}
+	next:;
 		uint64_t left = end ? end - monotonic_ns() : 100000000;
 		if (left > 100000000 || left == 0)
 			left = 100000000;
@@ -439,7 +470,7 @@ int cmd_record(int argc, char **argv)
 		if (!quiet)
 			fprintf(stderr, "strata: recording process %d (Python %s)%s; Ctrl-C to stop\n", (int)pid, a.python,
 				o.paused ? " with sampling off" : "");
-		wait_attached((pid_t)pid, duration);
+		wait_attached((pid_t)pid, duration, a.l.output_abs, quiet);
 		if (attach_end(&a, err, sizeof(err)))
 			warnf("%s", err);
 		l = a.l;
@@ -475,6 +506,20 @@ int cmd_record(int argc, char **argv)
 		errorf("%s: %s", o.output, err);
 	reader_set_alive_check(r, pid_alive);
 	reader_report_diag(r, stderr, "strata: warning: ");
+	/* A process still running that has written nothing yet (its stream
+	 * starts with its first samples): a daemon the command started. */
+	pid_t writers[16];
+	int nw = agent_helpers_writing(l.output_abs, writers, 16);
+	size_t nst = 0;
+	const struct reader_stream *sts = reader_streams(r, &nst);
+	for (int i = 0; i < nw; i++) {
+		int seen = 0;
+		for (size_t k = 0; k < nst && !seen; k++)
+			seen = sts[k].pid == (uint32_t)writers[i];
+		if (!seen && writers[i] != l.pid)
+			warnf("process %d, started by the command, is still running (a daemon?): it goes on writing to %s "
+			      "until it exits", (int)writers[i], o.output);
+	}
 	reader_close(r);
 
 	/* A refused process: its agent said why on stderr (layout, build). */
