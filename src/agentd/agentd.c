@@ -520,16 +520,22 @@ int main(int argc, char **argv)
 	}
 
 	for (;;) {
-		struct pollfd pf[3] = {
+		struct pollfd pf[4] = {
 			{ D.quit[0], POLLIN, 0 },
 			{ D.pidfd, POLLIN, 0 },
 			{ D.term[0], POLLIN, 0 },
+			{ control_pollfd(), POLLIN, 0 },
 		};
 		/* An exec the wrapper did not see is found by looking: often
 		 * while sampling, now and then while not. */
-		int r = poll(pf, 3, atomic_load(&agent.sampling) ? 100 : 500);
+		int r = poll(pf, 4, atomic_load(&agent.sampling) ? 100 : 500);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (pf[3].fd >= 0 && (pf[3].revents & POLLIN)) {
+			control_wake();
+			if (r == 1)
+				continue;
+		}
 		if (pf[0].revents & POLLIN)
 			break; /* finished on the target's request */
 		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
