@@ -151,6 +151,10 @@ static int pid_alive(uint32_t pid)
  * that is still running, and the warnings name it. */
 static void wait_for_stragglers(const char *path, int ms, pid_t child)
 {
+	/* Once a process that outlived the command was seen writing, a
+	 * moment of none is not the end: between a daemon's two forks the
+	 * middle process may be gone before the last one's helper runs. */
+	int others = 0, quiet_ms = 0;
 	for (int waited = 0; waited < ms; waited += 50) {
 		char err[256];
 		struct reader *r = reader_open(path, err, sizeof(err));
@@ -161,7 +165,9 @@ static void wait_for_stragglers(const char *path, int ms, pid_t child)
 		 * end before its helper wrote anything (seen under load). */
 		int pending = child > 0 && agent_helper_alive(child);
 		pid_t writers[1];
-		pending += agent_helpers_writing(path, writers, 1);
+		int nw = agent_helpers_writing(path, writers, 1);
+		others |= nw > 0;
+		pending += nw;
 		if (reader_poll(r, 1, NULL, NULL, err, sizeof(err)) == 0) {
 			size_t n;
 			const struct reader_stream *st = reader_streams(r, &n);
@@ -171,7 +177,8 @@ static void wait_for_stragglers(const char *path, int ms, pid_t child)
 					pending++;
 		}
 		reader_close(r);
-		if (!pending)
+		quiet_ms = pending ? 0 : quiet_ms + 50;
+		if (!pending && (!others || quiet_ms > 300))
 			return;
 		struct timespec ts = { 0, 50 * 1000000L };
 		nanosleep(&ts, NULL);
