@@ -6,13 +6,14 @@
  * socket; arguments: the target's pid, and
  * the region's address and size. It maps the region where the target has
  * it, loads the reader of the target's interpreter version, and runs the
- * writer, the control channel and (wall mode) the sampler in threads of
- * its own, while its main thread watches the target:
+ * writer, the control channel (from its first client on) and (wall
+ * mode) the sampler in threads of its own, while its main thread serves
+ * the link and watches the target:
  *
- *   - requests on the link (link.h; futex words in the shared region),
- *     served by a thread of their own: a poke (wake the writer), the
- *     perf events of new threads to open, the region to grow, or FINISH:
- *     drain, end the stream, answer, leave;
+ *   - requests on the link (link.h; futex words in the shared region):
+ *     a poke (wake the writer), the perf events of new threads to open,
+ *     the region to grow, or FINISH: drain, end the stream, answer,
+ *     leave;
  *   - the target's old address space gone (its /proc/PID/mem descriptor
  *     reads nothing) with the target alive: it exec'd without the exec
  *     wrapper knowing: end the stream;
@@ -63,14 +64,13 @@ const struct strata_pyreader *agentd_reader;
 static struct {
 	int pidfd;
 	int term[2];
-	int quit[2];                 /* the link thread finished on request */
 	pthread_mutex_t finish_lock;
 	int finished;
 	int debug;
 	char ctl_path[256];
 	struct stat ctl_st;
 	int ctl_ok;
-} D = { .pidfd = -1, .term = { -1, -1 }, .quit = { -1, -1 }, .finish_lock = PTHREAD_MUTEX_INITIALIZER };
+} D = { .pidfd = -1, .term = { -1, -1 }, .finish_lock = PTHREAD_MUTEX_INITIALIZER };
 
 int agentd_target_pidfd(void) { return D.pidfd; }
 
@@ -150,6 +150,10 @@ static void on_term(int sig)
 	char c = 1;
 	ssize_t w = write(D.term[1], &c, 1);
 	(void)w;
+	/* The main thread may be waiting on the link's futex, and the
+	 * signal may have reached another thread. */
+	if (agentp != &none)
+		link_futex_wake(&agent.link_seq, INT_MAX);
 }
 
 /* The reader of this interpreter's memory: the exact version's, else
@@ -322,36 +326,23 @@ static void open_triggers(void)
 	reg_unlock();
 }
 
-/* Serves the target's requests (link.h). */
-static void *link_thread(void *p)
+/* Serves the target's requests (link.h) posted up to ticket t. Returns
+ * 1 when the request was FINISH (the stream is ended). */
+static int serve_link(uint32_t t)
 {
-	(void)p;
-	int first = 1;
-	uint32_t seen = 0;
-	for (;;) {
-		uint32_t t = atomic_load(&agent.link_seq);
-		if (!first && t == seen) {
-			link_futex_wait(&agent.link_seq, t, NULL);
-			continue;
-		}
-		first = 0;
-		seen = t;
-		uint32_t bits = atomic_exchange(&agent.link_req, 0);
-		if (bits & LINK_REQ_GROW)
-			shm_grow(atomic_load(&agent.link_grow));
-		open_triggers();
-		if (bits & LINK_REQ_POKE)
-			writer_poke();
-		if (bits & LINK_REQ_FINISH) {
-			finish_once((int)atomic_load(&agent.link_reason), t);
-			char c = 1;
-			ssize_t w = write(D.quit[1], &c, 1);
-			(void)w;
-			return NULL;
-		}
-		atomic_store(&agent.link_done, t);
-		link_futex_wake(&agent.link_done, INT_MAX);
+	uint32_t bits = atomic_exchange(&agent.link_req, 0);
+	if (bits & LINK_REQ_GROW)
+		shm_grow(atomic_load(&agent.link_grow));
+	open_triggers();
+	if (bits & LINK_REQ_POKE)
+		writer_poke();
+	if (bits & LINK_REQ_FINISH) {
+		finish_once((int)atomic_load(&agent.link_reason), t);
+		return 1;
 	}
+	atomic_store(&agent.link_done, t);
+	link_futex_wake(&agent.link_done, INT_MAX);
+	return 0;
 }
 
 /* Whether the target's address space we were started in is gone: the
@@ -457,7 +448,7 @@ int main(int argc, char **argv)
 		return 1;
 	agentp = s;
 	atexit(leaving);
-	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK) || pipe2(D.quit, O_CLOEXEC | O_NONBLOCK)) {
+	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK)) {
 		int e = errno;
 		char lim[64];
 		fd_limit_note(lim, sizeof(lim), e);
@@ -512,41 +503,45 @@ int main(int argc, char **argv)
 		control_start(AGENTD_FD_CTL, D.ctl_ok ? D.ctl_path : "");
 	}
 
-	pthread_t lt;
-	if (pthread_create(&lt, NULL, link_thread, NULL)) {
-		start_failed("cannot start the helper's link thread: %s", strerror(errno));
-		finish_once(END_DETACH, 0);
-		return 1;
-	}
-
+	/* One thread serves the link and watches the target: a task
+	 * fewer against the cgroup's pids.max than a thread for each. It
+	 * waits on the link's futex word, which the target wakes for each
+	 * request (as promptly as a thread of its own did); between
+	 * requests, at most every 100 ms while sampling and 500 ms while
+	 * not, it looks at the rest: the target's death (its pidfd), an
+	 * exec it was not told of, SIGTERM (whose handler also wakes it),
+	 * a first client on the control socket. */
+	uint32_t seen = atomic_load(&agent.link_seq) - 1;
 	for (;;) {
-		struct pollfd pf[4] = {
-			{ D.quit[0], POLLIN, 0 },
+		uint32_t t = atomic_load(&agent.link_seq);
+		if (t != seen) {
+			seen = t;
+			if (serve_link(t))
+				break; /* finished on the target's request */
+		}
+		struct pollfd pf[3] = {
 			{ D.pidfd, POLLIN, 0 },
 			{ D.term[0], POLLIN, 0 },
 			{ control_pollfd(), POLLIN, 0 },
 		};
-		/* An exec the wrapper did not see is found by looking: often
-		 * while sampling, now and then while not. */
-		int r = poll(pf, 4, atomic_load(&agent.sampling) ? 100 : 500);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (pf[3].fd >= 0 && (pf[3].revents & POLLIN)) {
+		int r = poll(pf, 3, 0);
+		if (pf[2].fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
 			control_wake();
-			if (r == 1)
-				continue;
-		}
-		if (pf[0].revents & POLLIN)
-			break; /* finished on the target's request */
-		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
+		if ((D.pidfd >= 0 && r > 0 && (pf[0].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
 			finish_once(death_reason(), 0);
 			break;
 		}
-		if (pf[2].revents & POLLIN) {
+		if (r > 0 && (pf[1].revents & POLLIN)) {
 			finish_once(END_DETACH, 0);
 			break;
 		}
-		if (r == 0 && target_mm_gone()) {
+		if (atomic_load(&agent.link_seq) != seen)
+			continue;
+		int ms = atomic_load(&agent.sampling) ? 100 : 500;
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+		if (link_futex_wait(&agent.link_seq, seen, &ts) < 0 && errno == ETIMEDOUT && target_mm_gone()) {
+			/* An exec the wrapper did not see is found by looking:
+			 * often while sampling, now and then while not. */
 			finish_once(target_execd() || target_alive(1000) ? END_EXEC : death_reason(), 0);
 			break;
 		}
