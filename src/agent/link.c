@@ -145,6 +145,88 @@ static int spawn_middle(void *p)
 	return 0;
 }
 
+/* Reads a small file's first number; "max" (no limit) gives -1, a
+ * missing file -2. System calls only. */
+static long read_num(const char *path)
+{
+	char b[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -2;
+	ssize_t n = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (n <= 0)
+		return -2;
+	b[n] = 0;
+	if (!strncmp(b, "max", 3))
+		return -1;
+	return strtol(b, NULL, 10);
+}
+
+/* The tasks (processes and threads) the process's cgroups still allow:
+ * the least of pids.max less pids.current over its pids cgroup and the
+ * ancestors (cgroup v1's pids hierarchy, or v2), or -1 when none limits
+ * them; *limit is that cgroup's pids.max. */
+static long pids_room(long *limit)
+{
+	char buf[2048];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	const char *base = NULL, *rel = NULL;
+	for (char *line = buf; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c1 && c2) {
+			*c2 = 0;
+			const char *ctrl = c1 + 1;
+			size_t cl = strlen(ctrl);
+			const char *p = strstr(ctrl, "pids");
+			if (p && (p == ctrl || p[-1] == ',') && (p[4] == 0 || p[4] == ',')) {
+				base = "/sys/fs/cgroup/pids";
+				rel = c2 + 1;
+				break;
+			}
+			if (cl == 0 && line[0] == '0' && c1 == line + 1) {
+				base = "/sys/fs/cgroup";
+				rel = c2 + 1;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	if (!base)
+		return -1;
+	char dir[1200], path[1300];
+	snprintf(dir, sizeof(dir), "%s%s", base, rel);
+	long room = -1;
+	for (;;) {
+		snprintf(path, sizeof(path), "%s/pids.max", dir);
+		long max = read_num(path);
+		snprintf(path, sizeof(path), "%s/pids.current", dir);
+		long cur = max >= 0 ? read_num(path) : -2;
+		if (max >= 0 && cur >= 0 && (room < 0 || max - cur < room)) {
+			room = max - cur < 0 ? 0 : max - cur;
+			*limit = max;
+		}
+		char *slash = strrchr(dir, '/');
+		if (!slash || (size_t)(slash - dir) < strlen(base))
+			break;
+		*slash = 0;
+	}
+	return room;
+}
+
+/* The tasks a helper takes (itself and its writer; wall mode's sampler;
+ * the intermediate process, for a moment). */
+#define HELPER_TASKS 4
+
 /* The variables the helper needs from the program's environment (never
  * LD_PRELOAD: the agent has nothing to do in the helper). */
 static const char *const pass_env[] = {
@@ -158,6 +240,18 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "%s/%s", agent.agent_dir, AGENTD_NAME);
 	if (access(path, X_OK)) {
 		snprintf(err, errlen, "cannot start the agent's helper %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* Under a cgroup's pids.max, a helper's tasks are taken from the
+	 * program's: none is started that would leave the program less
+	 * than a quarter of the limit (and 8 tasks). The program goes on
+	 * unprofiled, and the profile says why. */
+	long limit = 0, room = pids_room(&limit);
+	long keep = limit / 4 > 8 ? limit / 4 : 8;
+	if (room >= 0 && room < HELPER_TASKS + keep) {
+		snprintf(err, errlen, "not starting the agent's helper: the cgroup's pids.max is %ld and %ld tasks are "
+			 "left; the helper would take %d of what the program may need (strata leaves it at least %ld)",
+			 limit, room, HELPER_TASKS, keep);
 		return -1;
 	}
 	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
