@@ -56,28 +56,27 @@ def test_descriptor_limit_64(python, tmp_path):
     alone = run([python.exe, PROGRAMS / "limits_fds.py", 4, 0], limit=lim)
     assert alone.returncode == 0, alone.stderr
     out = tmp_path / "fds.strata"
-    r = record(out, "limits_fds.py", 4, 0.5, python=python, limit=lim)
+    r = record(out, "limits_fds.py", 4, 0.3, python=python, limit=lim)
     assert r.returncode == 0, r.stderr
     assert r.stdout == alone.stdout, (r.stdout, alone.stdout)
     assert "Python program" not in r.stderr and "warning" not in r.stderr, r.stderr
     data, err = report(out)
-    assert data["samples"] >= 200, data["samples"]
-    assert func_row(data, "burn")["self"] / data["samples"] > 0.6
+    assert data["samples"] >= 150, data["samples"]
+    assert func_row(data, "burn")["self"] / data["samples"] > 0.5
     # The main thread and the four that ran before the files were opened.
     assert len(data["threads"]) == 5, data["threads"]
 
 
-@pytest.mark.edge_pythons
-def test_descriptor_limit_threads_beyond_it(python, tmp_path):
+def test_descriptor_limit_threads_beyond_it(debian_python, tmp_path):
     """More threads alive at once than a hard limit of 64 leaves the
     helper descriptors for their perf events: the rest are sampled by POSIX
     CPU timers (no descriptor), and the profile says so."""
     out = tmp_path / "threads.strata"
-    r = record(out, "limits_threads.py", 100, 0.1, python=python, limit=limited(NOFILE, 64))
+    r = record(out, "limits_threads.py", 100, 0.04, python=debian_python, limit=limited(NOFILE, 64))
     assert r.returncode == 0, r.stderr
     data, err = report(out)
     sampled = [t for t in data["threads"] if t["samples"] > 0]
-    # 101 threads, each burning 0.1 s of CPU: every one is sampled.
+    # 101 threads, each burning 40 ms of CPU (10 ticks): every one is sampled.
     assert len(sampled) >= 95, (len(sampled), len(data["threads"]))
     if "POSIX CPU timers" not in r.stderr:
         # Where perf events are not allowed, every thread has a timer.
@@ -114,8 +113,16 @@ def largest(stdout):
     return int(m.group(1))
 
 
-@pytest.mark.parametrize("limit_mb", [256, 4096])
-def test_address_space_limit(python, tmp_path, limit_mb):
+def test_address_space_limit(python, tmp_path):
+    check_address_space(python, tmp_path, 256)
+
+
+@pytest.mark.edge_pythons
+def test_address_space_limit_4g(python, tmp_path):
+    check_address_space(python, tmp_path, 4096)
+
+
+def check_address_space(python, tmp_path, limit_mb):
     """Under `ulimit -v`, the largest mapping the program can make is what
     it is alone, less a few MB (the agent's code and the part of its shared
     region in use): the region is no longer a 1 GiB reservation, which made
@@ -124,13 +131,13 @@ def test_address_space_limit(python, tmp_path, limit_mb):
     alone = run([python.exe, PROGRAMS / "limits_as.py", limit_mb, 0], limit=lim)
     assert alone.returncode == 0, alone.stderr
     out = tmp_path / "as.strata"
-    r = record(out, "limits_as.py", limit_mb, 0.4, python=python, limit=lim)
+    r = record(out, "limits_as.py", limit_mb, 0.3, python=python, limit=lim)
     assert r.returncode == 0, r.stderr
     a, s = largest(alone.stdout), largest(r.stdout)
     assert a >= limit_mb // 2, a
     assert s >= a - 16, "largest mapping %d MB alone, %d MB under strata (RLIMIT_AS %d MB)" % (a, s, limit_mb)
     data, err = report(out)
-    assert data["samples"] >= 150, (data["samples"], r.stderr)
+    assert data["samples"] >= 100, (data["samples"], r.stderr)
 
 
 @pytest.mark.edge_pythons
@@ -141,11 +148,11 @@ def test_address_space_limit_modes(python, tmp_path, opts):
     lim = limited(resource.RLIMIT_AS, 1 << 30)
     alone = run([python.exe, PROGRAMS / "limits_as.py", 1024, 0], limit=lim)
     out = tmp_path / "asm.strata"
-    r = record(out, "limits_as.py", 1024, 0.4, python=python, opts=opts, limit=lim)
+    r = record(out, "limits_as.py", 1024, 0.3, python=python, opts=opts, limit=lim)
     assert r.returncode == 0, r.stderr
     assert largest(r.stdout) >= largest(alone.stdout) - 16, (alone.stdout, r.stdout)
     data, err = report(out)
-    assert data["samples"] >= 150, (data["samples"], r.stderr)
+    assert data["samples"] >= 100, (data["samples"], r.stderr)
     assert func_row(data, "burn")["self"] > 0
     if "--native" in opts:
         assert data.get("native", {}).get("samples", 1) > 0
@@ -348,13 +355,14 @@ def plain(python, exe, *args):
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.edge_pythons
 def test_daemon_under_attach(python, tmp_path):
     """record --pid on a process that then becomes a daemon: the process
     attached to exits at the first fork, and recording goes on, into the
     same file, until the daemon it became ends."""
     exe = python.with_module("daemon")
     base = tmp_path / "a"
-    p = plain(python, exe, PROGRAMS / "limits_daemon.py", base, 3)
+    p = plain(python, exe, PROGRAMS / "limits_daemon.py", base, 2)
     try:
         time.sleep(0.3)
         out = tmp_path / "attached.strata"

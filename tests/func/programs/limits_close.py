@@ -28,11 +28,11 @@ def spin(secs):
 
 
 def before():
-    spin(0.4)
+    spin(0.3)
 
 
 def after():
-    spin(1.2)
+    spin(0.9)
 
 
 def main():

@@ -27,11 +27,11 @@ def spin(secs):
 
 
 def before():
-    spin(0.4)
+    spin(0.3)
 
 
 def in_daemon():
-    spin(1.2)
+    spin(0.9)
 
 
 def main():
