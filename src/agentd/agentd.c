@@ -284,8 +284,8 @@ static void finish(int reason)
 		unlink_ctl();
 }
 
-/* The stream ends once, whoever sees the end first (the link thread on
- * FINISH, the main thread on death, exec or SIGTERM). A FINISH the target
+/* The stream ends once, on FINISH, the target's death, an exec or SIGTERM,
+ * whichever the main thread sees first. A FINISH the target
  * posted just before it died keeps its reason. ticket: the request served
  * (published to the waiting target), 0 for none. */
 static void finish_once(int reason, uint32_t ticket)
