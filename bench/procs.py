@@ -177,6 +177,8 @@ def main():
     ap.add_argument("--iters", type=int, default=2000000, help="loop iterations per task (2M: about 0.1 s of CPU)")
     ap.add_argument("--rate", type=int, default=0, help="samples per second for both profilers")
     ap.add_argument("--pyspy", default=None, help="py-spy executable (default: .venvs/3.11.*/bin/py-spy, then PATH)")
+    ap.add_argument("--strata", action="append", default=[],
+                    help="a strata CLI to measure (repeat to compare builds side by side; default: this tree's)")
     a = ap.parse_args()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     pyspy = a.pyspy
@@ -189,7 +191,9 @@ def main():
         work = [a.python, str(POOL), str(n), str(a.iters)]
         configs = [("plain", work)]
         sargs = ["-F", str(a.rate)] if a.rate else []
-        configs.append(("strata", [str(STRATA), "record", "-q", "-o", str(tmp / "p.strata")] + sargs + ["--"] + work))
+        for k, exe in enumerate(a.strata or [str(STRATA)]):
+            name = "strata" if len(a.strata) <= 1 else "strata (%s)" % exe
+            configs.append((name, [exe, "record", "-q", "-o", str(tmp / ("p%d.strata" % k))] + sargs + ["--"] + work))
         if pyspy:
             pargs = ["--rate", str(a.rate)] if a.rate else []
             configs.append(("py-spy", [pyspy, "record", "--subprocesses", "--format", "raw", "-o",

@@ -50,9 +50,10 @@ MIRROR=${STRATA_SID_MIRROR:-http://deb.debian.org/debian}
 ROOT=${STRATA_SIDROOT:-/var/cache/strata/sid/root}
 CACHE=$(dirname "$ROOT")
 # Where the root keeps virtualenvs (by interpreter version) for what Debian
-# does not package for an interpreter: Numba for 3.15 comes from PyPI.
+# does not package for an interpreter: Numba for 3.15 comes from PyPI (and
+# with it what the tests import from that virtualenv: python-daemon).
 VENVS=/opt/strata/venvs
-VENV_PKGS="numpy numba"
+VENV_PKGS="numpy numba python-daemon"
 
 say() { echo "sidroot.sh: $*" >&2; }
 skip() { echo "sidroot.sh: skipped: $*" >&2; exit $SKIP; }

@@ -324,7 +324,9 @@ def wait_streams(path, n, timeout=30):
 
 def check_daemon_profile(data):
     procs = data["processes"]
-    assert len(procs) == 2, procs
+    # The first process and the daemon; the one between the two forks
+    # too, if it was sampled in the moment it lived.
+    assert len(procs) >= 2, procs
     b, d = func_row(data, "before")["total"], func_row(data, "in_daemon")["total"]
     # The daemon burns three times what its first process did before it
     # forked: it was sampled from its start to its end.
