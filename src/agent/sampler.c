@@ -182,7 +182,11 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 		}
 		h->nnative = (uint16_t)nn;
 	}
-	ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u));
+	/* A ring a quarter full wakes the writer, which naps while it finds
+	 * nothing to drain. */
+	if (ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) +
+				       (uint32_t)nn * 8u)))
+		link_poke();
 	if (!alloc)
 		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 	return 0;

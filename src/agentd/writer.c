@@ -213,6 +213,7 @@ static void drain_ring(struct ring *r)
 	const void *rec;
 	int keep = writer_has_output();
 	while ((rec = ring_peek(r, &len))) {
+		W.drained++;
 		if (keep && len >= sizeof(struct rsample))
 			put_sample(rec);
 		ring_release(r);
@@ -389,19 +390,25 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	int idle = 0;
+	/* While passes find samples, one every 10 ms; after each pass that
+	 * found none (a program blocked, or waiting for a CPU: the workers of
+	 * a pool on a busy machine), twice as long, up to the flush period.
+	 * A ring holds seconds of samples, and one that fills pokes. */
+	long nap_ms = 10, nap_max = agent.cfg.flush_ms > 10 ? agent.cfg.flush_ms : 10;
 	while (!atomic_load(&W.stop)) {
-		/* Sleep 10 ms, or less if poked (a thread exited). With
-		 * sampling off there is nothing to drain: sleep until poked
-		 * (sampling turned on, a thread ended, the process exits), so
-		 * a stopped agent costs no wakeups. */
+		/* Sleep, or less if poked (a thread exited). With sampling
+		 * off there is nothing to drain: sleep until poked (sampling
+		 * turned on, a thread ended, the process exits), so a
+		 * stopped agent costs no wakeups. */
 		fd_set rf;
 		FD_ZERO(&rf);
 		FD_SET(W.fdw[0], &rf);
-		struct timeval tv = { 0, 10 * 1000 };
+		struct timeval tv = { nap_ms / 1000, (nap_ms % 1000) * 1000 };
 		if (select(W.fdw[0] + 1, &rf, NULL, NULL, idle ? NULL : &tv) > 0) {
 			char buf[64];
 			while (read(W.fdw[0], buf, sizeof(buf)) > 0)
 				;
+			nap_ms = 10;
 		}
 		/* A module of another patch release not checked yet
 		 * (pymodule.c): the samples wait in the rings. */
@@ -410,7 +417,9 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&W.lock);
+		uint64_t drained = W.drained;
 		drain_all();
+		nap_ms = W.drained != drained ? 10 : nap_ms * 2 > nap_max ? nap_max : nap_ms * 2;
 		int on = atomic_load(&agent.sampling);
 		uint64_t now = mono_ns();
 		if (W.any_samples &&

@@ -69,6 +69,7 @@ struct writer {
 	uint64_t last_time;
 	uint64_t last_flush;
 	uint64_t samples, dropped;
+	uint64_t drained;         /* ring records taken, written or not (the writer's pace) */
 	struct ctab codes;
 	struct itab stacks;
 	struct death *dying;      /* deaths taken for the current pass */
