@@ -321,6 +321,19 @@ static void open_triggers(void)
 			s->trigger_fd = -1;
 		} else {
 			s->trigger_failed = errno ? errno : EINVAL;
+			/* A thread found by a scan (an agent loaded with
+			 * dlopen) has no timer to fall back on: a timer is
+			 * made by its own process (threads.c does that for
+			 * the others, and says so). */
+			static int told;
+			if (s->external && !told) {
+				told = 1;
+				char lim[64];
+				fd_limit_note(lim, sizeof(lim), s->trigger_failed);
+				agent_note(NOTE_STOPPED, (uint32_t)s->tid, "the helper could not open a perf event for "
+					   "thread %d (%s%s): it and later threads found by a scan are not sampled",
+					   (int)s->tid, strerror(s->trigger_failed), lim);
+			}
 		}
 	}
 	reg_unlock();

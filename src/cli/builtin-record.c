@@ -215,14 +215,15 @@ static void wait_attached(pid_t pid, double duration, const char *output, int qu
 		if (!attach_alive(pid)) {
 			pid_t w[16];
 			int n = agent_helpers_writing(output, w, 16);
-			/* A moment's grace: between a daemon's two forks, the
+			/* Two seconds' grace: between a daemon's two forks the
 			 * middle process may be gone before the last one's
-			 * helper has started. */
+			 * helper has started, which takes longer on a busy
+			 * machine (over half a second was seen). */
 			if (!n) {
 				uint64_t now = monotonic_ns();
 				if (!none_since)
 					none_since = now;
-				if (now - none_since >= 500000000ull)
+				if (now - none_since >= 2000000000ull)
 					break;
 			} else {
 				none_since = 0;

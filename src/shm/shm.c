@@ -67,6 +67,7 @@ static struct {
 	uint64_t max;
 	_Atomic uint64_t mapped;     /* this process's mapping, from base */
 	_Atomic int resizing;        /* a thread of ours is in mremap */
+	_Atomic uint64_t refused;    /* a size the kernel would not map: not asked again */
 	int target;                  /* the profiled process (not the helper) */
 	int (*grow)(uint64_t want); /* without fd: the helper grows the file */
 } S = { .fd = -1 };
@@ -122,6 +123,7 @@ static int map_to(uint64_t want)
 		void *p = (void *)syscall(SYS_mremap, S.base, (size_t)cur, (size_t)want, 0);
 		if (p == MAP_FAILED) {
 			note_limit(errno, want);
+			atomic_store(&S.refused, want);
 			rc = -1;
 		} else {
 			atomic_store_explicit(&S.mapped, want, memory_order_release);
@@ -245,6 +247,7 @@ int shm_replace(void)
 		munmap(S.base + len, had - len);
 	atomic_store(&S.mapped, len);
 	atomic_store(&S.resizing, 0);
+	atomic_store(&S.refused, 0);
 	/* The parent held no descriptor for its region once its helper ran
 	 * (a fork before that, from the agent's own start, cannot happen). */
 	S.fd = fd;
@@ -348,6 +351,11 @@ int shm_sync(void)
 		uint64_t w = atomic_load_explicit(&H()->want, memory_order_acquire);
 		if (w <= atomic_load_explicit(&S.mapped, memory_order_relaxed))
 			return 0;
+		/* Refused once (RLIMIT_AS): not a failed system call in every
+		 * signal handler from then on. */
+		uint64_t r = atomic_load_explicit(&S.refused, memory_order_relaxed);
+		if (r && w >= r)
+			return -1;
 		return map_to(w) == 0 ? 0 : -1;
 	}
 	uint64_t sz = __atomic_load_n(&H()->size, __ATOMIC_ACQUIRE);
