@@ -57,6 +57,8 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
+# Continuous profiling's sender (strata send): OTLP over HTTP(S).
+CLI_LIBS  += -lcurl
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt -lm
 # The helper derives unwind rules for JIT code without CFI with capstone,
 # which it loads with dlopen when it needs it (src/agentd/cfi-synth.c).

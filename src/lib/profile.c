@@ -624,6 +624,11 @@ void profile_free(struct profile *p)
 	for (uint32_t i = 0; i < p->nnotes; i++)
 		free(p->notes[i].text);
 	free(p->notes);
+	for (uint32_t i = 0; i < p->nmodules; i++) {
+		free(p->modules[i].path);
+		free(p->modules[i].build_id);
+	}
+	free(p->modules);
 	clear_warnings(p);
 	if (in) {
 		native_free(p);
