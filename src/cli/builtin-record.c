@@ -80,6 +80,11 @@ struct summary {
 	 * starts over at every window and announces its threads again. */
 	uint64_t *seen;
 	size_t nseen, capseen;
+	/* What the agents could not do (REC_NOTE), one line each, with
+	 * their process; a few, then a count. */
+	char notes[8][400];
+	unsigned nnotes, more_notes;
+	int first_not_profiled;      /* index in notes of a process that was not profiled, or -1 */
 };
 
 /* Whether thread (pid, tid) is counted already (else it is now). */
@@ -144,6 +149,21 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 		struct rec_dropped d;
 		if (rec_get_dropped(body, &d) == 0)
 			s->dropped += d.count;
+		break;
+	}
+	case REC_NOTE: {
+		struct rec_note n;
+		if (rec_get_note(body, &n) == 0) {
+			if (s->nnotes < sizeof(s->notes) / sizeof(s->notes[0])) {
+				if (n.kind == NOTE_NOT_PROFILED && s->first_not_profiled < 0)
+					s->first_not_profiled = (int)s->nnotes;
+				snprintf(s->notes[s->nnotes++], sizeof(s->notes[0]), "process %u: %s", st ? st->pid : 0,
+					 n.text);
+			} else {
+				s->more_notes++;
+			}
+			rec_free_note(&n);
+		}
 		break;
 	}
 	}
@@ -226,7 +246,9 @@ static void wait_attached(pid_t pid, double duration, const char *output, int qu
 			break;
 		if (!attach_alive(pid)) {
 			pid_t w[16];
-			int n = agent_helpers_writing(output, w, 16);
+			int n = output ? agent_helpers_writing(output, w, 16) : 0;
+			if (!output)
+				break;
 			/* Two seconds' grace: between a daemon's two forks the
 			 * middle process may be gone before the last one's
 			 * helper has started, which takes longer on a busy
@@ -518,7 +540,7 @@ int cmd_record(int argc, char **argv)
 		if (!quiet)
 			fprintf(stderr, "strata: sending process %d's profile to %s every %g s; Ctrl-C to stop\n", (int)pid,
 				disp, rs.cfg.every_ms / 1000.0);
-		wait_attached((pid_t)pid, duration);
+		wait_attached((pid_t)pid, duration, NULL, quiet);
 		if (record_send_pid_stop((pid_t)pid, err, sizeof(err)))
 			warnf("%s", err);
 		record_send_finish(&rs);
