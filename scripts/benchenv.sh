@@ -1,8 +1,11 @@
 #!/bin/sh
-# benchenv.sh — the comparison tools bench/objects.py runs beside
-# strata record --objects: memray (PyPI) in a pyenv interpreter's test
-# virtualenv (.venvs/<version>/, made by scripts/pyenvs.sh). Never touches
-# a system interpreter. tracemalloc is in the standard library.
+# benchenv.sh — the comparison tools the benchmarks run beside strata:
+# memray (bench/objects.py, beside strata record --objects) and py-spy
+# (bench/procs.py, beside strata record on a process tree), from PyPI, in a
+# pyenv interpreter's test virtualenv (.venvs/<version>/, made by
+# scripts/pyenvs.sh). Never touches a system interpreter. tracemalloc is in
+# the standard library. Prints the virtualenv's python; its bin/ holds
+# py-spy.
 #
 #   scripts/benchenv.sh [VERSION]   default: the newest 3.11 virtualenv
 set -u
@@ -15,8 +18,9 @@ if [ -z "$ver" ] || [ ! -x "$v/bin/python" ]; then
 	v=.venvs/$ver
 fi
 [ -x "$v/bin/python" ] || { echo "benchenv.sh: no virtualenv for Python ${ver:-3.11} (scripts/pyenvs.sh)" >&2; exit 1; }
-[ -f "$v/.bench-ready" ] && { echo "$v/bin/python"; exit 0; }
-"$v/bin/python" -m pip install -q --disable-pip-version-check memray >&2 ||
-	{ echo "benchenv.sh: installing memray for $ver failed" >&2; exit 1; }
-touch "$v/.bench-ready"
+pkgs="memray py-spy"
+[ -f "$v/.bench-ready" ] && [ "$(cat "$v/.bench-ready")" = "$pkgs" ] && { echo "$v/bin/python"; exit 0; }
+"$v/bin/python" -m pip install -q --disable-pip-version-check $pkgs >&2 ||
+	{ echo "benchenv.sh: installing $pkgs for $ver failed" >&2; exit 1; }
+echo "$pkgs" >"$v/.bench-ready"
 echo "$v/bin/python"

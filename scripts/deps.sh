@@ -51,6 +51,10 @@ TEST="$TEST debootstrap"
 # CPython's own regression tests under strata (issue 11): Debian's 3.11 ships
 # its test package separately (pyenv's interpreters carry theirs).
 TEST="$TEST libpython3.11-testsuite"
+# A real daemon under strata (issue 28): python-daemon's DaemonContext closes
+# every descriptor and redirects the standard ones (pyenv's interpreters get
+# it from PyPI in their virtualenvs, scripts/pyenvs.sh).
+TEST="$TEST python3-daemon"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;

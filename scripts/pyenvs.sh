@@ -9,11 +9,12 @@
 # and .venvs/pytest/<version> with pytest and pytest-timeout for every
 # interpreter the tests use, Debian's included (below).
 #
-# A virtualenv is complete when its .ready file exists. A failed install (no
-# network, no wheel for that version) leaves it incomplete, and the script
-# goes on with the others and then exits non-zero: the tests that need
-# NumPy or Numba under that version cannot run, and `make check` says so
-# here rather than later.
+# A virtualenv is complete when its .ready file names the packages it was
+# made with: one made before a package was added to the list gets it on the
+# next run. A failed install (no network, no wheel for that version) leaves
+# it incomplete, and the script goes on with the others and then exits
+# non-zero: the tests that need NumPy, Numba or python-daemon under that
+# version cannot run, and `make check` says so here rather than later.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 failed=""
@@ -26,14 +27,16 @@ for py in "$root"/versions/*/bin/python; do
 	major=$("$py" -c 'import sys; print(sys.version_info[0])')
 	[ "$major" -eq 3 ] && [ "$minor" -ge 8 ] || continue
 	v=.venvs/$ver
-	[ -f "$v/.ready" ] && continue
-	echo "pyenvs.sh: preparing $v" >&2
-	"$py" -m venv "$v" || { echo "pyenvs.sh: cannot create a virtualenv for $ver" >&2; failed="$failed $ver"; continue; }
-	pkgs="numpy"
+	# python-daemon: a real daemon under strata (tests/func/test_limits.py).
+	pkgs="numpy python-daemon"
 	# Current Numba supports 3.10 and newer (NUMBA_FROM in tests/func/conftest.py).
 	[ "$minor" -ge 10 ] && pkgs="$pkgs numba"
+	[ -f "$v/.ready" ] && [ "$(cat "$v/.ready")" = "$pkgs" ] && continue
+	echo "pyenvs.sh: preparing $v" >&2
+	[ -x "$v/bin/python" ] || "$py" -m venv "$v" ||
+		{ echo "pyenvs.sh: cannot create a virtualenv for $ver" >&2; failed="$failed $ver"; continue; }
 	if "$v/bin/python" -m pip install -q --disable-pip-version-check $pkgs; then
-		touch "$v/.ready"
+		echo "$pkgs" >"$v/.ready"
 	else
 		echo "pyenvs.sh: installing $pkgs for $ver failed" >&2
 		failed="$failed $ver"

@@ -56,9 +56,10 @@ MIRROR=${STRATA_SID_MIRROR:-}
 ROOT=${STRATA_SIDROOT:-/var/cache/strata/sid/root}
 CACHE=$(dirname "$ROOT")
 # Where the root keeps virtualenvs (by interpreter version) for what Debian
-# does not package for an interpreter: Numba for 3.15 comes from PyPI.
+# does not package for an interpreter: Numba for 3.15 comes from PyPI (and
+# with it what the tests import from that virtualenv: python-daemon).
 VENVS=/opt/strata/venvs
-VENV_PKGS="numpy numba"
+VENV_PKGS="numpy numba python-daemon"
 
 say() { echo "sidroot.sh: $*" >&2; }
 skip() { echo "sidroot.sh: skipped: $*" >&2; exit $SKIP; }
@@ -70,9 +71,11 @@ PYTHONS_PKGS="python3.14 python3.14-dev python3.14-venv python3.15 python3.15-de
 # Test libraries: NumPy for both (sid's python3-numpy has 3.14 and 3.15
 # builds), Numba for 3.14 (sid's python3-numba 0.65 is built for 3.14 only;
 # experimental's 0.67 too), pytest with xdist for the functional suite,
-# setuptools for the test that pip-installs strata's Python package.
+# setuptools for the test that pip-installs strata's Python package,
+# python-daemon for a real daemon under strata (tests/func/test_limits.py;
+# Debian's is pure Python, importable by both interpreters).
 # The interpreters' own test suites for tests/cpython/run_regrtests.py.
-TEST_LIBS="python3-numpy python3-numba python3-pytest python3-pytest-xdist python3-setuptools
+TEST_LIBS="python3-numpy python3-numba python3-pytest python3-pytest-xdist python3-setuptools python3-daemon
 	libpython3.14-testsuite libpython3.15-testsuite"
 # Tools the functional tests call: callgrind_annotate (valgrind), tmux for
 # strata top, glibc's debug information for --native, protoc for pprof,

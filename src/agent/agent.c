@@ -136,6 +136,17 @@ static void note_unsupported(const char *output, int refused)
 	agent_note_unsupported(output, getpid(), getppid(), agent.python_version, exe, refused);
 }
 
+/* The agent could not start in a supported Python: the CLI says which
+ * process, and why, rather than that no Python ran. Our own descriptors
+ * are closed by now, so the note finds one where the failure was ours. */
+static void note_not_profiled(const char *output, const char *version, const char *why)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	agent_note_unprofiled(output, getpid(), getppid(), version, exe, PROC_UNSUPPORTED | PROC_NOT_PROFILED, why);
+}
+
 /* ---- the state ------------------------------------------------------------- */
 
 static void init_reg_lock(void)
@@ -171,8 +182,21 @@ static int state_fresh(void)
 	atomic_store(&agent.unwind_cur, NULL);
 	atomic_store(&agent.unwind_miss, 0);
 	memset(&agent.jit, 0, sizeof(agent.jit));
+	memset(&agent.notes, 0, sizeof(agent.notes));
+	atomic_store(&agent.small_rings, 0);
 	agent.code_seen = shm_alloc(CODE_SEEN_SIZE);
 	agent.grave = shm_alloc(sizeof(struct graveyard));
+	if (agent.cfg.mode == MODE_WALL) {
+		/* The wall sampler's ring for idle threads' samples: made here,
+		 * where the region's room is mapped first (shm.h). */
+		struct tslot *ss = shm_alloc(sizeof(struct tslot));
+		if (!ss || ring_init(&ss->ring, agent.cfg.ring_size * 2))
+			return -1;
+		ss->trigger_fd = ss->stat_fd = ss->helper_fd = ss->sig_fd = -1;
+		for (int i = 0; i < EVENTS_MAX; i++)
+			ss->counter_fd[i] = ss->helper_counter_fd[i] = -1;
+		agent.sampler_slot = ss;
+	}
 	agent.objtab = NULL;
 	if (agent.cfg.objects && objects_fresh())
 		return -1;
@@ -212,6 +236,26 @@ static void rearm_own(int on)
 	reg_unlock();
 }
 
+/* After the first thread registered (a round trip to the helper in cpu
+ * mode): the helper is up, or it left saying why (helper_why), which
+ * becomes this process's own message and a note in the profile. */
+static int helper_started(char *err, size_t errlen)
+{
+	if (link_triggers() == 0 || link_up())
+		return 0;
+	if (agent.helper_why[0])
+		snprintf(err, errlen, "%s", agent.helper_why);
+	else
+		snprintf(err, errlen, "the agent's helper ended as it started");
+	if (!atomic_load(&agent.helper_why_logged))
+		agent_log("process %d: %s; it is not profiled", (int)getpid(), err);
+	atomic_store(&agent.sampling, 0);
+	agent.active = 0;
+	if (agent.has_output && agent.cfg.output[0])
+		note_not_profiled(agent.cfg.output, agent.python_version, err);
+	return -1;
+}
+
 /* ---- fork ------------------------------------------------------------------ */
 
 /* Closes a descriptor of ours the fork child inherited, if the number
@@ -231,9 +275,37 @@ static void close_perf_fd(int fd)
 	}
 }
 
+/* The state as it was when fork() was called, in private memory: the
+ * child must not read the shared state, which the parent goes on
+ * changing. A parent that forks and _exits at once (a daemon's double
+ * fork, python-daemon's DaemonContext) had often marked itself stopping,
+ * sampling off, by the time the child looked, and the child then went
+ * unprofiled, and so did the daemon it forked in turn. */
+static struct agent_state *fork_snap;
+
+static void atfork_prepare(void)
+{
+	fork_snap = NULL;
+	if (!agent.active || atomic_load(&agent.stopping))
+		return;
+	size_t sz = sizeof(struct agent_state);
+	struct agent_state *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return;
+	memcpy(m, agentp, sz);
+	fork_snap = m;
+}
+
+static void atfork_parent(void)
+{
+	if (fork_snap)
+		munmap(fork_snap, sizeof(struct agent_state));
+	fork_snap = NULL;
+}
+
 static void atfork_child(void)
 {
-	if (!agent.active || atomic_load(&agent.stopping)) {
+	if (!fork_snap) {
 		/* Nothing of ours continues in the child. */
 		agentp = &inactive;
 		link_forget();
@@ -256,14 +328,14 @@ static void atfork_child(void)
 	}
 	reg_unlock();
 	size_t sz = sizeof(struct agent_state);
-	struct agent_state *copy = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct agent_state *copy = fork_snap;
+	fork_snap = NULL;
 	link_forget();
 	ctlsock_forget();
 	tls_slot = NULL;
-	if (copy == MAP_FAILED || (memcpy(copy, agentp, sz), shm_replace() != 0)) {
+	if (shm_replace() != 0) {
 		agentp = &inactive;
-		if (copy != MAP_FAILED)
-			munmap(copy, sz);
+		munmap(copy, sz);
 		return;
 	}
 	struct agent_state *st = shm_alloc(sz);
@@ -288,12 +360,15 @@ static void atfork_child(void)
 		jitdump_map();
 	char err[512];
 	if (start_helper(err, sizeof(err))) {
-		agent_log("%s; process %d is not profiled", err, (int)getpid());
+		agent_log("process %d: %s; it is not profiled", (int)getpid(), err);
 		agent.active = 0;
+		if (agent.has_output && agent.cfg.output[0])
+			note_not_profiled(agent.cfg.output, agent.python_version, err);
 		return;
 	}
 	if (had_slot)
 		thread_register(name, 0);
+	helper_started(err, sizeof(err));
 }
 
 /* ---- ending ---------------------------------------------------------------- */
@@ -350,7 +425,7 @@ void agent_resume(void)
 	agent.start_ns = mono_ns();
 	char err[512];
 	if (start_helper(err, sizeof(err))) {
-		agent_log("%s; profiling of process %d stops", err, (int)getpid());
+		agent_log("process %d: %s; its profiling stops", (int)getpid(), err);
 		agent.active = 0;
 		return;
 	}
@@ -444,8 +519,12 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	if (mx && strtoull(mx, NULL, 10) >= 16)
 		max = strtoull(mx, NULL, 10) << 20;
 	if (shm_create(max)) {
-		snprintf(err, errlen, "cannot set up the agent's shared memory: %s; this process is not profiled",
-			 strerror(errno));
+		int e = errno;
+		char lim[96];
+		if (fd_limit_note(lim, sizeof(lim), e) == 0)
+			shm_limit_note(lim, sizeof(lim), e);
+		snprintf(err, errlen, "cannot set up the agent's shared memory: %s%s; this process is not profiled",
+			 strerror(e), lim);
 		goto fail;
 	}
 	struct agent_state *st = shm_alloc(sizeof(*st));
@@ -509,18 +588,22 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	atomic_store(&agent.has_output, !agent.standby);
 	agent.active = 1;
 	if (start_helper(err, errlen)) {
+		size_t l = strlen(err);
+		snprintf(err + l, errlen - l, "; this process is not profiled");
 		agent.active = 0;
 		goto fail;
 	}
 	static int atfork_done;
 	if (!atfork_done) {
-		pthread_atfork(NULL, NULL, atfork_child);
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 		atfork_done = 1;
 	}
 	if (by_tid)
 		threads_register_existing();
 	else
 		thread_register("MainThread", 1);
+	if (helper_started(err, errlen))
+		return -1;
 	/* Loaded from Python (the GIL is held): check now if need be. */
 	if (by_tid && atomic_load(&agent.layout) == LAYOUT_PENDING) {
 		layout_decide();
@@ -538,8 +621,11 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	return 0;
 fail:
 	if (log)
-		agent_log("%s", err);
+		agent_log("process %d: %s", (int)getpid(), err);
+	if (out && !by_tid)
+		note_not_profiled(out, version, err);
 	agentp = &inactive;
+	shm_destroy();
 	return -1;
 }
 

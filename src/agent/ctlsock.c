@@ -77,12 +77,8 @@ int ctlsock_open(char *err, size_t errlen)
 		return -1;
 	}
 	/* Out of the low descriptor numbers a program may close or dup2 onto. */
-	int hi = fcntl(s, F_DUPFD_CLOEXEC, 512);
-	if (hi >= 0) {
-		close(s);
-		s = hi;
-	}
-	C.lfd = s;
+	C.lfd = fd_high(s);
+	s = C.lfd;
 	return s;
 }
 

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -51,43 +52,78 @@ static struct {
 
 extern char **environ;
 
-static int high_fd(int fd)
-{
-	if (fd < 0 || fd >= 512)
-		return fd;
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-	if (hi < 0)
-		return fd;
-	close(fd);
-	return hi;
-}
+static int high_fd(int fd) { return fd_high(fd); }
 
 struct spawn_args {
 	const char *path;
 	char **argv;
 	char **envp;
 	int src[3];      /* shm, mem, ctl: moved to 3..5 */
-	int nullfd;
+	long nofile;     /* RLIMIT_NOFILE, for a kernel without close_range */
 	char *stack2;    /* top of the helper's stack */
 	volatile int err;
 	volatile pid_t helper;
 };
 
+/* Closes [lo, hi] in the helper's table (its own: no CLONE_FILES). */
+static void close_span(const struct spawn_args *a, long lo, long hi)
+{
+	if (lo > hi)
+		return;
+	if (syscall(SYS_close_range, (unsigned)lo, (unsigned)(hi > 0x7fffffffL ? ~0u : (unsigned long)hi), 0u) == 0)
+		return;
+	for (long fd = lo; fd <= hi && fd < a->nofile; fd++)
+		syscall(SYS_close, fd);
+}
+
 /* The helper, before its exec: system calls only, no libc state touched
- * (it shares our memory and thread pointer until execve). */
+ * (it shares our memory and thread pointer until execve).
+ *
+ * Its descriptor table is a copy of the program's, which may be full up
+ * to RLIMIT_NOFILE, and our three may sit anywhere, 0..5 included (a
+ * daemon that closed its standard descriptors before forking). So: close
+ * everything but ours; move those below 6 above 5 (dup2 onto their own
+ * number would keep close-on-exec set, and onto another of ours would
+ * clobber it); then /dev/null on 0..2, ours on 3..5, and nothing else. */
 static int spawn_child(void *p)
 {
 	struct spawn_args *a = p;
+	long prev = -1;
+	for (;;) {
+		long next = 0x7fffffffL + 1L;
+		for (int i = 0; i < 3; i++)
+			if (a->src[i] > prev && a->src[i] < next)
+				next = a->src[i];
+		close_span(a, prev + 1, next - 1);
+		if (next > 0x7fffffffL)
+			break;
+		prev = next;
+	}
+	int tmp[3];
 	for (int i = 0; i < 3; i++)
-		syscall(SYS_dup2, a->nullfd, i);
+		tmp[i] = a->src[i] < 0 ? -1 : a->src[i] >= 6 ? a->src[i] : (int)syscall(SYS_fcntl, a->src[i], F_DUPFD, 6);
 	for (int i = 0; i < 3; i++)
-		if (a->src[i] >= 0)
-			syscall(SYS_dup2, a->src[i], 3 + i);
+		if (a->src[i] >= 0 && a->src[i] < 6)
+			syscall(SYS_close, a->src[i]);
+	long nul = syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR);
+	if (nul >= 0 && nul != 0) {
+		syscall(SYS_dup2, nul, 0);
+		syscall(SYS_close, nul);
+	}
+	syscall(SYS_dup2, 0, 1);
+	syscall(SYS_dup2, 0, 2);
+	for (int i = 0; i < 3; i++) {
+		if (a->src[i] >= 0 && tmp[i] < 0) {
+			/* A table with no room above 5: RLIMIT_NOFILE under 9. */
+			a->err = EMFILE;
+			syscall(SYS_exit, 127);
+		}
+		if (tmp[i] >= 0)
+			syscall(SYS_dup2, tmp[i], 3 + i);
 		else
 			syscall(SYS_close, 3 + i);
-	if (syscall(SYS_close_range, 6u, ~0u, 0u) != 0)
-		for (long fd = 6; fd < 65536; fd++)
-			syscall(SYS_close, fd);
+	}
+	close_span(a, 6, 0x7fffffffL + 1L);
 	syscall(SYS_setsid);
 	syscall(SYS_chdir, "/");
 	syscall(SYS_execve, a->path, a->argv, a->envp);
@@ -109,6 +145,88 @@ static int spawn_middle(void *p)
 	return 0;
 }
 
+/* Reads a small file's first number; "max" (no limit) gives -1, a
+ * missing file -2. System calls only. */
+static long read_num(const char *path)
+{
+	char b[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -2;
+	ssize_t n = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (n <= 0)
+		return -2;
+	b[n] = 0;
+	if (!strncmp(b, "max", 3))
+		return -1;
+	return strtol(b, NULL, 10);
+}
+
+/* The tasks (processes and threads) the process's cgroups still allow:
+ * the least of pids.max less pids.current over its pids cgroup and the
+ * ancestors (cgroup v1's pids hierarchy, or v2), or -1 when none limits
+ * them; *limit is that cgroup's pids.max. */
+static long pids_room(long *limit)
+{
+	char buf[2048];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	const char *base = NULL, *rel = NULL;
+	for (char *line = buf; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c1 && c2) {
+			*c2 = 0;
+			const char *ctrl = c1 + 1;
+			size_t cl = strlen(ctrl);
+			const char *p = strstr(ctrl, "pids");
+			if (p && (p == ctrl || p[-1] == ',') && (p[4] == 0 || p[4] == ',')) {
+				base = "/sys/fs/cgroup/pids";
+				rel = c2 + 1;
+				break;
+			}
+			if (cl == 0 && line[0] == '0' && c1 == line + 1) {
+				base = "/sys/fs/cgroup";
+				rel = c2 + 1;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	if (!base)
+		return -1;
+	char dir[1200], path[1300];
+	snprintf(dir, sizeof(dir), "%s%s", base, rel);
+	long room = -1;
+	for (;;) {
+		snprintf(path, sizeof(path), "%s/pids.max", dir);
+		long max = read_num(path);
+		snprintf(path, sizeof(path), "%s/pids.current", dir);
+		long cur = max >= 0 ? read_num(path) : -2;
+		if (max >= 0 && cur >= 0 && (room < 0 || max - cur < room)) {
+			room = max - cur < 0 ? 0 : max - cur;
+			*limit = max;
+		}
+		char *slash = strrchr(dir, '/');
+		if (!slash || (size_t)(slash - dir) < strlen(base))
+			break;
+		*slash = 0;
+	}
+	return room;
+}
+
+/* The tasks a helper takes (itself and its writer; wall mode's sampler;
+ * the intermediate process, for a moment). */
+#define HELPER_TASKS 4
+
 /* The variables the helper needs from the program's environment (never
  * LD_PRELOAD: the agent has nothing to do in the helper). A name ending
  * in '*' is a prefix: the continuous-profiling settings (STRATA_SEND,
@@ -128,13 +246,26 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the agent's helper %s: %s", path, strerror(errno));
 		return -1;
 	}
+	/* Under a cgroup's pids.max, a helper's tasks are taken from the
+	 * program's: none is started that would leave the program less
+	 * than a quarter of the limit (and 8 tasks). The program goes on
+	 * unprofiled, and the profile says why. */
+	long limit = 0, room = pids_room(&limit);
+	long keep = limit / 4 > 8 ? limit / 4 : 8;
+	if (room >= 0 && room < HELPER_TASKS + keep) {
+		snprintf(err, errlen, "not starting the agent's helper: the cgroup's pids.max is %ld and %ld tasks are "
+			 "left; the helper would take %d of what the program may need (strata leaves it at least %ld)",
+			 limit, room, HELPER_TASKS, keep);
+		return -1;
+	}
 	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
-	if (mem < 0)
+	if (mem < 0 && errno != EMFILE)
 		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
-	int nullfd = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
-	if (mem < 0 || nullfd < 0) {
+	if (mem < 0) {
 		int e = errno;
-		if (mem < 0 && e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
+		if (e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
 			/* The kernel hides a non-dumpable process's memory from
 			 * every process of its user, itself through /proc
 			 * included: its executable is not readable by the user
@@ -144,12 +275,7 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 				 "the user it runs as, or it changed its credentials, so the agent's helper may not read "
 				 "its memory", (unsigned)getuid());
 		else
-			snprintf(err, errlen, "cannot start the agent's helper: %s: %s",
-				 mem < 0 ? "/proc/self/mem" : "/dev/null", strerror(e));
-		if (mem >= 0)
-			close(mem);
-		if (nullfd >= 0)
-			close(nullfd);
+			snprintf(err, errlen, "cannot start the agent's helper: /proc/self/mem: %s%s", strerror(e), lim);
 		return -1;
 	}
 
@@ -179,7 +305,10 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	atomic_store(&agent.link_done, atomic_load(&agent.link_seq));
 	atomic_store(&agent.link_grow, 0);
 	atomic_store(&agent.link_gone, 0);
-	struct spawn_args a = { path, argv, envp, { shm_fd(), mem, ctl_fd }, nullfd, NULL, 0, -1 };
+	struct rlimit nf = { 65536, 65536 };
+	getrlimit(RLIMIT_NOFILE, &nf);
+	struct spawn_args a = { path, argv, envp, { shm_fd(), mem, ctl_fd },
+				nf.rlim_cur > 65536 ? 65536 : (long)nf.rlim_cur, NULL, 0, -1 };
 	size_t stack_len = 64 * 1024;
 	char *stack = mmap(NULL, 2 * stack_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	pid_t mid = -1;
@@ -203,10 +332,22 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	}
 	int e = errno;
 	close(mem);
-	close(nullfd);
 	pid_t pid = a.helper;
 	if (mid < 0 || pid <= 0 || a.err) {
-		snprintf(err, errlen, "cannot start the agent's helper %s: %s", path, strerror(a.err ? a.err : e));
+		int why = a.err ? a.err : e;
+		char lim[96];
+		fd_limit_note(lim, sizeof(lim), why);
+		if (why == EAGAIN && !lim[0]) {
+			/* clone() refused a new process: RLIMIT_NPROC or the
+			 * cgroup's pids.max. */
+			struct rlimit np;
+			if (getrlimit(RLIMIT_NPROC, &np) == 0 && np.rlim_cur != RLIM_INFINITY)
+				snprintf(lim, sizeof(lim), " (RLIMIT_NPROC is %llu, or the cgroup's pids.max)",
+					 (unsigned long long)np.rlim_cur);
+			else
+				snprintf(lim, sizeof(lim), " (the cgroup's pids.max, or RLIMIT_NPROC)");
+		}
+		snprintf(err, errlen, "cannot start the agent's helper %s: %s%s", path, strerror(why), lim);
 		errno = saved;
 		return -1;
 	}

@@ -23,6 +23,7 @@
 #include "shm/agent.h"
 #include "shm/link.h"
 #include "shm/objects.h"
+#include "shm/shm.h"
 #include "shm/unwind.h"
 #include "common/format.h"
 
@@ -186,7 +187,11 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 		}
 		h->nnative = (uint16_t)nn;
 	}
-	ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u));
+	/* A ring a quarter full wakes the writer, which naps while it finds
+	 * nothing to drain. */
+	if (ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) +
+				       (uint32_t)nn * 8u)))
+		link_poke();
 	if (!alloc)
 		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 	return 0;
@@ -199,19 +204,29 @@ int sample_alloc_capture(struct tslot *s, const void *uc, const uint64_t *words)
 	return capture(s, uc, 1, NULL, 0, words);
 }
 
-/* The -e group's counts since this thread's previous sample, from one
- * read() of the leader. Returns the number of values, 0 if the read failed
- * (the sample then carries no counts rather than wrong ones).
- * Async-signal-safe: read() and arithmetic. */
+/* The -e group's counts since this thread's previous sample: from the
+ * leader's ring where the group is mapped (no descriptor involved), else
+ * from one read() of the leader, once it is known to still be ours: a
+ * program that closed it and reused the number must never have its data
+ * read by us. Returns the number of values, 0 if there are none (the
+ * sample then carries no counts rather than wrong ones).
+ * Async-signal-safe: read(), ioctl() and arithmetic. */
 static uint32_t read_counters(struct tslot *s, uint64_t *out)
 {
 	uint64_t buf[1 + EVENTS_MAX];
-	if (s->trigger_fd < 0)
-		return 0;
-	ssize_t r = read(s->trigger_fd, buf, sizeof(buf));
-	if (r < (ssize_t)sizeof(uint64_t) || buf[0] != s->ncounters ||
-	    (size_t)r < (1 + s->ncounters) * sizeof(uint64_t))
-		return 0;
+	if (s->ev_map) {
+		if (trigger_counts(s, buf + 1) <= 0)
+			return 0;
+	} else {
+		if (s->trigger_fd < 0 || (s->ev_id[0] && !trigger_is_ours(s, s->trigger_fd, 0))) {
+			atomic_store_explicit(&s->ev_lost, 1, memory_order_relaxed);
+			return 0;
+		}
+		ssize_t r = read(s->trigger_fd, buf, sizeof(buf));
+		if (r < (ssize_t)sizeof(uint64_t) || buf[0] != s->ncounters ||
+		    (size_t)r < (1 + s->ncounters) * sizeof(uint64_t))
+			return 0;
+	}
 	for (uint32_t i = 0; i < s->ncounters; i++) {
 		out[i] = buf[1 + i] - s->counter_prev[i];
 		s->counter_prev[i] = buf[1 + i];
@@ -233,13 +248,7 @@ static void take_helper_fds(struct tslot *s)
 	}
 	int fd = (int)syscall(SYS_pidfd_getfd, hp, s->helper_fd, 0);
 	close(hp);
-	if (fd >= 0 && fd < 512) {
-		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-		if (hi >= 0) {
-			close(fd);
-			fd = hi;
-		}
-	}
+	fd = fd_high(fd);
 	/* -2: no copy (ptrace rules forbid it); samples carry no counts, and
 	 * the helper keeps its own. */
 	s->trigger_fd = fd >= 0 ? fd : -2;
@@ -260,12 +269,12 @@ static void apply_toggle(struct tslot *s)
 	int on = atomic_load(&agent.sampling);
 	if (s->has_timer)
 		trigger_timer_arm(s, on);
-	if (s->trigger_fd >= 0) {
+	if (s->trigger_fd >= 0 && (!s->ev_id[0] || trigger_is_ours(s, s->trigger_fd, 0))) {
 		if (on) {
 			uint64_t period = agent.trigger == TRIGGER_PERF_EVENT ? agent.cfg.event_period : agent.cfg.period_ns;
 			ioctl(s->trigger_fd, PERF_EVENT_IOC_PERIOD, &period);
 		}
-		trigger_fd_enable(s->trigger_fd, on, !s->external);
+		trigger_fd_enable(s->trigger_fd, on, !s->external && !s->ev_map);
 	}
 }
 
@@ -273,6 +282,9 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
 	int saved_errno = errno;
+	/* Maps room the helper asked for (shm.h; under RLIMIT_AS only): the
+	 * helper's next table or thread fits then. */
+	shm_sync();
 	struct tslot *s = tls_slot;
 	int ours = 0;
 	uint32_t weight = 1;
@@ -333,9 +345,11 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 		}
 		s->in_handler = 0;
 	}
-	/* A thread's own event is re-armed for one more overflow; one the
-	 * helper opened runs freely. */
-	if (!s->external && s->trigger_fd >= 0 && atomic_load_explicit(&agent.sampling, memory_order_relaxed))
+	/* A thread's own unmapped event is re-armed for one more overflow
+	 * (REFRESH: a '$' ioctl, which no other kind of file acts on); one
+	 * the helper opened, or mapped, runs freely. */
+	if (!s->external && !s->ev_map && s->trigger_fd >= 0 && !atomic_load_explicit(&s->ev_lost, memory_order_relaxed) &&
+	    atomic_load_explicit(&agent.sampling, memory_order_relaxed))
 		ioctl(s->trigger_fd, PERF_EVENT_IOC_REFRESH, 1);
 	errno = saved_errno;
 	return 1;

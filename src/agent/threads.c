@@ -56,6 +56,29 @@ static void resolve(void)
 			RTLD_NEXT, "pthread_create");
 }
 
+/* The helper could not open the thread's event: most often its own
+ * descriptor limit (it holds one per thread, and the hard RLIMIT_NOFILE
+ * it inherits may be low). A POSIX CPU timer on the thread is no
+ * descriptor; its expiries are rounded to the kernel tick, and weighted
+ * so totals stay right. */
+static void timer_instead(struct tslot *s, pid_t tid)
+{
+	int why = s->trigger_failed;
+	int ok = trigger_open_timer(s, tid) == 0;
+	static _Atomic int told;
+	if (atomic_exchange(&told, 1))
+		return;
+	char lim[64];
+	fd_limit_note(lim, sizeof(lim), why);
+	if (ok)
+		agent_note(NOTE_LIMITED, (uint32_t)tid, "the helper could not open a perf event for thread %d (%s%s): "
+			   "it and later such threads are sampled by POSIX CPU timers (rounded to the kernel tick)",
+			   (int)tid, strerror(why), lim);
+	else
+		agent_note(NOTE_STOPPED, (uint32_t)tid, "thread %d is not sampled: the helper could not open its perf "
+			   "event (%s%s), nor could a CPU timer be made", (int)tid, strerror(why), lim);
+}
+
 /* Registers thread tid (the caller, unless external) in a new slot. */
 static struct tslot *register_tid(pid_t tid, const char *name, int external, unsigned long long start)
 {
@@ -100,6 +123,8 @@ static struct tslot *register_tid(pid_t tid, const char *name, int external, uns
 		 * thread waits (bounded) so it is sampled from its start. */
 		atomic_store(&s->helper_trigger, 1);
 		link_triggers();
+		if (s->trigger_failed && s->helper_fd < 0)
+			timer_instead(s, tid);
 	} else {
 		trigger_open(s, tid);
 	}

@@ -6,13 +6,14 @@
  * socket; arguments: the target's pid, and
  * the region's address and size. It maps the region where the target has
  * it, loads the reader of the target's interpreter version, and runs the
- * writer, the control channel and (wall mode) the sampler in threads of
- * its own, while its main thread watches the target:
+ * writer, the control channel (from its first client on) and (wall
+ * mode) the sampler in threads of its own, while its main thread serves
+ * the link and watches the target:
  *
- *   - requests on the link (link.h; futex words in the shared region),
- *     served by a thread of their own: a poke (wake the writer), the
- *     perf events of new threads to open, the region to grow, or FINISH:
- *     drain, end the stream, answer, leave;
+ *   - requests on the link (link.h; futex words in the shared region):
+ *     a poke (wake the writer), the perf events of new threads to open,
+ *     the region to grow, or FINISH: drain, end the stream, answer,
+ *     leave;
  *   - the target's old address space gone (its /proc/PID/mem descriptor
  *     reads nothing) with the target alive: it exec'd without the exec
  *     wrapper knowing: end the stream;
@@ -63,16 +64,17 @@ const struct strata_pyreader *agentd_reader;
 static struct {
 	int pidfd;
 	int term[2];
-	int quit[2];                 /* the link thread finished on request */
 	pthread_mutex_t finish_lock;
 	int finished;
 	int debug;
 	char ctl_path[256];
 	struct stat ctl_st;
 	int ctl_ok;
-} D = { .pidfd = -1, .term = { -1, -1 }, .quit = { -1, -1 }, .finish_lock = PTHREAD_MUTEX_INITIALIZER };
+} D = { .pidfd = -1, .term = { -1, -1 }, .finish_lock = PTHREAD_MUTEX_INITIALIZER };
 
 int agentd_target_pidfd(void) { return D.pidfd; }
+
+static int log_line(const char *buf, int n);
 
 /* Messages go to the target's standard error as it is now (the helper
  * holds none of the program's descriptors). */
@@ -87,15 +89,45 @@ void agent_log(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
+	log_line(buf, n);
+}
+
+/* Returns whether the line was written. */
+static int log_line(const char *buf, int n)
+{
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd/2", (int)agent.pid);
 	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0 && D.debug)
 		fd = dup(2);
-	if (fd >= 0) {
-		ssize_t w = write(fd, buf, (size_t)n);
-		(void)w;
-		close(fd);
+	if (fd < 0)
+		return 0;
+	ssize_t w = write(fd, buf, (size_t)n);
+	close(fd);
+	return w == n;
+}
+
+/* The helper cannot serve the process: says why on its standard error,
+ * and leaves the reason where the process reads it (agent.helper_why),
+ * so the profile names it even if this helper had no descriptor left to
+ * write with. */
+static void start_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void start_failed(const char *fmt, ...)
+{
+	char why[sizeof(agent.helper_why)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "strata: process %d: %s; it is not profiled\n", (int)agent.pid, why);
+	if (n > (int)sizeof(buf) - 1)
+		n = (int)sizeof(buf) - 1;
+	if (agentp != &none) {
+		snprintf(agent.helper_why, sizeof(agent.helper_why), "%s", why);
+		atomic_store(&agent.helper_why_logged, log_line(buf, n));
+	} else {
+		log_line(buf, n);
 	}
 }
 
@@ -118,6 +150,10 @@ static void on_term(int sig)
 	char c = 1;
 	ssize_t w = write(D.term[1], &c, 1);
 	(void)w;
+	/* The main thread may be waiting on the link's futex, and the
+	 * signal may have reached another thread. */
+	if (agentp != &none)
+		link_futex_wake(&agent.link_seq, INT_MAX);
 }
 
 /* The reader of this interpreter's memory: the exact version's, else
@@ -130,7 +166,13 @@ static const struct strata_pyreader *load_reader(void)
 	snprintf(path, sizeof(path), "%s/strata-pyreader-%s.so", agent.agent_dir,
 		 agent.module_version[0] ? agent.module_version : v);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	char first_err[512] = "";
 	if (!h) {
+		const char *de = dlerror();
+		/* Kept only when the build is there: a missing file is
+		 * the usual "other patch release" case, tried next. */
+		if (de && access(path, F_OK) == 0)
+			snprintf(first_err, sizeof(first_err), "%s", de);
 		char minor[64];
 		const char *d1 = strchr(v, '.');
 		const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
@@ -149,14 +191,17 @@ static const struct strata_pyreader *load_reader(void)
 			closedir(dp);
 	}
 	if (!h) {
-		agent_log("no reader for Python %s in %s: process %d is not profiled", v, agent.agent_dir, (int)agent.pid);
+		if (first_err[0])
+			start_failed("cannot load the reader for Python %s: %s", v, first_err);
+		else
+			start_failed("no reader for Python %s in %s", v, agent.agent_dir);
 		return NULL;
 	}
 	strata_pyreader_init_fn init = (strata_pyreader_init_fn)dlsym(h, STRATA_PYREADER_INIT_SYM);
 	struct strata_remote r = { .read = remote_read_cb, .ctx = NULL, .syms = agent.pysyms };
 	const struct strata_pyreader *rd = init ? init(&r) : NULL;
 	if (!rd || rd->api_version != STRATA_PYAPI_VERSION) {
-		agent_log("the reader %s does not match this agent: process %d is not profiled", path, (int)agent.pid);
+		start_failed("the reader %s does not match this agent", path);
 		return NULL;
 	}
 	/* The target's module passed the same check in the target; the
@@ -166,7 +211,7 @@ static const struct strata_pyreader *load_reader(void)
 	ssize_t el = readlink(path, exe, sizeof(exe) - 1);
 	exe[el > 0 ? el : 0] = 0;
 	if (rd->check(exe, why, sizeof(why))) {
-		agent_log("%s", why);
+		start_failed("%s", why);
 		return NULL;
 	}
 	return rd;
@@ -239,8 +284,8 @@ static void finish(int reason)
 		unlink_ctl();
 }
 
-/* The stream ends once, whoever sees the end first (the link thread on
- * FINISH, the main thread on death, exec or SIGTERM). A FINISH the target
+/* The stream ends once, on FINISH, the target's death, an exec or SIGTERM,
+ * whichever the main thread sees first. A FINISH the target
  * posted just before it died keeps its reason. ticket: the request served
  * (published to the waiting target), 0 for none. */
 static void finish_once(int reason, uint32_t ticket)
@@ -275,42 +320,42 @@ static void open_triggers(void)
 			s->helper_fd = s->trigger_fd;
 			s->trigger_fd = -1;
 		} else {
-			s->trigger_failed = 1;
+			s->trigger_failed = errno ? errno : EINVAL;
+			/* A thread found by a scan (an agent loaded with
+			 * dlopen) has no timer to fall back on: a timer is
+			 * made by its own process (threads.c does that for
+			 * the others, and says so). */
+			static int told;
+			if (s->external && !told) {
+				told = 1;
+				char lim[64];
+				fd_limit_note(lim, sizeof(lim), s->trigger_failed);
+				agent_note(NOTE_STOPPED, (uint32_t)s->tid, "the helper could not open a perf event for "
+					   "thread %d (%s%s): it and later threads found by a scan are not sampled",
+					   (int)s->tid, strerror(s->trigger_failed), lim);
+			}
 		}
 	}
 	reg_unlock();
 }
 
-/* Serves the target's requests (link.h). */
-static void *link_thread(void *p)
+/* Serves the target's requests (link.h) posted up to ticket t. Returns
+ * 1 when the request was FINISH (the stream is ended). */
+static int serve_link(uint32_t t)
 {
-	(void)p;
-	int first = 1;
-	uint32_t seen = 0;
-	for (;;) {
-		uint32_t t = atomic_load(&agent.link_seq);
-		if (!first && t == seen) {
-			link_futex_wait(&agent.link_seq, t, NULL);
-			continue;
-		}
-		first = 0;
-		seen = t;
-		uint32_t bits = atomic_exchange(&agent.link_req, 0);
-		if (bits & LINK_REQ_GROW)
-			shm_grow(atomic_load(&agent.link_grow));
-		open_triggers();
-		if (bits & LINK_REQ_POKE)
-			writer_poke();
-		if (bits & LINK_REQ_FINISH) {
-			finish_once((int)atomic_load(&agent.link_reason), t);
-			char c = 1;
-			ssize_t w = write(D.quit[1], &c, 1);
-			(void)w;
-			return NULL;
-		}
-		atomic_store(&agent.link_done, t);
-		link_futex_wake(&agent.link_done, INT_MAX);
+	uint32_t bits = atomic_exchange(&agent.link_req, 0);
+	if (bits & LINK_REQ_GROW)
+		shm_grow(atomic_load(&agent.link_grow));
+	open_triggers();
+	if (bits & LINK_REQ_POKE)
+		writer_poke();
+	if (bits & LINK_REQ_FINISH) {
+		finish_once((int)atomic_load(&agent.link_reason), t);
+		return 1;
 	}
+	atomic_store(&agent.link_done, t);
+	link_futex_wake(&agent.link_done, INT_MAX);
+	return 0;
 }
 
 /* Whether the target's address space we were started in is gone: the
@@ -383,8 +428,7 @@ int main(int argc, char **argv)
 	int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGUSR1, SIGUSR2, SIGPROF, SIGALRM };
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		sigaction(ignored[i], &ign, NULL);
-	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK) || pipe2(D.quit, O_CLOEXEC | O_NONBLOCK))
-		return 1;
+	none.pid = pid;
 	struct sigaction st;
 	memset(&st, 0, sizeof(st));
 	st.sa_handler = on_term;
@@ -402,8 +446,11 @@ int main(int argc, char **argv)
 	}
 
 	if (shm_attach(AGENTD_FD_SHM, addr, max)) {
-		fprintf(stderr, "%s: cannot map the shared region at 0x%llx: %s\n", AGENTD_NAME,
-			(unsigned long long)addr, strerror(errno));
+		int e = errno;
+		char lim[96];
+		shm_limit_note(lim, sizeof(lim), e);
+		start_failed("the agent's helper cannot map the shared region at 0x%llx: %s%s",
+			     (unsigned long long)addr, strerror(e), lim);
 		return 1;
 	}
 	fcntl(AGENTD_FD_SHM, F_SETFD, FD_CLOEXEC);
@@ -414,6 +461,13 @@ int main(int argc, char **argv)
 		return 1;
 	agentp = s;
 	atexit(leaving);
+	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK)) {
+		int e = errno;
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
+		start_failed("the agent's helper cannot make a pipe: %s%s", strerror(e), lim);
+		return 1;
+	}
 	remote_init(pid, AGENTD_FD_MEM);
 	D.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	dbg("started for process %d", (int)pid);
@@ -429,15 +483,9 @@ int main(int argc, char **argv)
 	}
 	if (agent.cfg.perf_map)
 		jitdump_start();
-	if (agent.cfg.mode == MODE_WALL) {
-		agent.sampler_slot = shm_alloc(sizeof(struct tslot));
-		if (!agent.sampler_slot || ring_init(&agent.sampler_slot->ring, agent.cfg.ring_size * 2)) {
-			agent_log("out of shared memory: process %d is not profiled", (int)pid);
-			return 1;
-		}
-		agent.sampler_slot->trigger_fd = -1;
-		agent.sampler_slot->stat_fd = -1;
-		agent.sampler_slot->helper_fd = -1;
+	if (agent.cfg.mode == MODE_WALL && !agent.sampler_slot) {
+		start_failed("the wall sampler has no ring");
+		return 1;
 	}
 	/* A standby agent with an output by path is the fork child of a
 	 * process that was being recorded after an attach: it records into
@@ -452,11 +500,13 @@ int main(int argc, char **argv)
 		atomic_store(&agent.sampling, 0);
 	}
 	if (standby ? writer_start_standby() : writer_start()) {
+		int e = errno;
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
 		if (standby)
-			agent_log("cannot start the writer: %s; process %d is not profiled", strerror(errno), (int)pid);
+			start_failed("cannot start the writer: %s%s", strerror(e), lim);
 		else
-			agent_log("cannot open the profile %s: %s; process %d is not profiled", agent.cfg.output,
-				  strerror(errno), (int)pid);
+			start_failed("cannot open the profile %s: %s%s", agent.cfg.output, strerror(e), lim);
 		atomic_store(&agent.sampling, 0);
 		return 1;
 	}
@@ -473,35 +523,45 @@ int main(int argc, char **argv)
 		control_start(AGENTD_FD_CTL, D.ctl_ok ? D.ctl_path : "");
 	}
 
-	pthread_t lt;
-	if (pthread_create(&lt, NULL, link_thread, NULL)) {
-		agent_log("cannot start the helper's link thread: process %d is not profiled", (int)pid);
-		finish_once(END_DETACH, 0);
-		return 1;
-	}
-
+	/* One thread serves the link and watches the target: a task
+	 * fewer against the cgroup's pids.max than a thread for each. It
+	 * waits on the link's futex word, which the target wakes for each
+	 * request (as promptly as a thread of its own did); between
+	 * requests, at most every 100 ms while sampling and 500 ms while
+	 * not, it looks at the rest: the target's death (its pidfd), an
+	 * exec it was not told of, SIGTERM (whose handler also wakes it),
+	 * a first client on the control socket. */
+	uint32_t seen = atomic_load(&agent.link_seq) - 1;
 	for (;;) {
+		uint32_t t = atomic_load(&agent.link_seq);
+		if (t != seen) {
+			seen = t;
+			if (serve_link(t))
+				break; /* finished on the target's request */
+		}
 		struct pollfd pf[3] = {
-			{ D.quit[0], POLLIN, 0 },
 			{ D.pidfd, POLLIN, 0 },
 			{ D.term[0], POLLIN, 0 },
+			{ control_pollfd(), POLLIN, 0 },
 		};
-		/* An exec the wrapper did not see is found by looking: often
-		 * while sampling, now and then while not. */
-		int r = poll(pf, 3, atomic_load(&agent.sampling) ? 100 : 500);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (pf[0].revents & POLLIN)
-			break; /* finished on the target's request */
-		if ((D.pidfd >= 0 && (pf[1].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
+		int r = poll(pf, 3, 0);
+		if (pf[2].fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
+			control_wake();
+		if ((D.pidfd >= 0 && r > 0 && (pf[0].revents & POLLIN)) || (D.pidfd < 0 && !target_alive(0))) {
 			finish_once(death_reason(), 0);
 			break;
 		}
-		if (pf[2].revents & POLLIN) {
+		if (r > 0 && (pf[1].revents & POLLIN)) {
 			finish_once(END_DETACH, 0);
 			break;
 		}
-		if (r == 0 && target_mm_gone()) {
+		if (atomic_load(&agent.link_seq) != seen)
+			continue;
+		int ms = atomic_load(&agent.sampling) ? 100 : 500;
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+		if (link_futex_wait(&agent.link_seq, seen, &ts) < 0 && errno == ETIMEDOUT && target_mm_gone()) {
+			/* An exec the wrapper did not see is found by looking:
+			 * often while sampling, now and then while not. */
 			finish_once(target_execd() || target_alive(1000) ? END_EXEC : death_reason(), 0);
 			break;
 		}

@@ -69,6 +69,10 @@ void writer_send_end(void);
 /* control.c */
 int control_start(int lfd, const char *path);
 void control_stop(void);
+/* The listening socket while no thread serves it yet (the main thread
+ * polls it), else -1; control_wake starts the thread at a first client. */
+int control_pollfd(void);
+void control_wake(void);
 
 /* triggers (control.c): sampling on and off in every thread, the rate. */
 void triggers_set_enabled(int on);

@@ -60,13 +60,16 @@
 
 static struct {
 	pthread_mutex_t cmd_lock;   /* one command at a time */
+	pthread_mutex_t start_lock; /* starting and stopping the thread */
 	int lfd;                    /* listening socket, -1 if none */
 	int wake[2];                /* tells the thread to stop */
 	pthread_t thread;
+	int armed;                  /* listening: the thread starts at the first client */
 	int running;
 	char dir[256];
 	char path[108];
-} C = { .cmd_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .wake = { -1, -1 } };
+} C = { .cmd_lock = PTHREAD_MUTEX_INITIALIZER, .start_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1,
+	.wake = { -1, -1 } };
 
 /* ---- sampling on and off, the rate ------------------------------------------ */
 
@@ -86,11 +89,13 @@ static int event_fd(struct tslot *s, int *tmp)
 	int fd = (int)syscall(SYS_pidfd_getfd, pfd, s->trigger_fd, 0);
 	if (fd < 0)
 		return -1;
-	/* The program may have closed ours and reused the number. */
+	/* The program may have closed ours and reused the number (for an
+	 * event of its own, even). */
 	char path[64], link[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	ssize_t n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]"))) {
+	if (n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]")) ||
+	    (s->ev_id[0] && !trigger_is_ours(s, fd, 0))) {
 		close(fd);
 		return -1;
 	}
@@ -139,7 +144,7 @@ static void set_trigger(struct tslot *s, int on)
 	/* Events the thread holds re-arm one overflow at a time (REFRESH);
 	 * off, the handler also stops re-arming by itself. Those the helper
 	 * holds (cpu mode, scanned threads) run freely. */
-	trigger_fd_enable(fd, on, !tmp ? 0 : !s->external);
+	trigger_fd_enable(fd, on, !tmp ? 0 : !s->external && !s->ev_map);
 	if (tmp)
 		close(fd);
 }
@@ -456,9 +461,13 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+/* The thread that serves the socket starts with the first client (the
+ * main thread polls the socket until then, control_pollfd): most
+ * profiled processes are never controlled, and a thread is a task
+ * against the cgroup's pids.max, a helper's cost per profiled process. */
 int control_start(int lfd, const char *path)
 {
-	if (C.running || lfd < 0)
+	if (C.armed || lfd < 0)
 		return 0;
 	C.lfd = lfd;
 	snprintf(C.path, sizeof(C.path), "%s", path ? path : "");
@@ -468,27 +477,51 @@ int control_start(int lfd, const char *path)
 		*slash = 0;
 	else
 		C.dir[0] = 0;
-	if (pipe2(C.wake, O_CLOEXEC) || pthread_create(&C.thread, NULL, control_main, NULL)) {
-		close(C.lfd);
-		C.lfd = -1;
-		return -1;
-	}
-	C.running = 1;
+	C.armed = 1;
 	return 0;
+}
+
+int control_pollfd(void)
+{
+	pthread_mutex_lock(&C.start_lock);
+	int fd = C.armed && !C.running ? C.lfd : -1;
+	pthread_mutex_unlock(&C.start_lock);
+	return fd;
+}
+
+void control_wake(void)
+{
+	pthread_mutex_lock(&C.start_lock);
+	if (C.armed && !C.running) {
+		if (pipe2(C.wake, O_CLOEXEC) == 0 && pthread_create(&C.thread, NULL, control_main, NULL) == 0) {
+			C.running = 1;
+		} else {
+			agent_log("process %d: cannot start the control thread: %s; strata ctl will not reach it",
+				  (int)agent.pid, strerror(errno));
+			C.armed = 0;
+			close(C.lfd);
+			C.lfd = -1;
+		}
+	}
+	pthread_mutex_unlock(&C.start_lock);
 }
 
 void control_stop(void)
 {
-	if (!C.running)
-		return;
-	char b = 0;
-	ssize_t w = write(C.wake[1], &b, 1);
-	(void)w;
-	pthread_join(C.thread, NULL);
-	C.running = 0;
-	close(C.wake[0]);
-	close(C.wake[1]);
-	C.wake[0] = C.wake[1] = -1;
-	close(C.lfd);
+	pthread_mutex_lock(&C.start_lock);
+	if (C.running) {
+		char b = 0;
+		ssize_t w = write(C.wake[1], &b, 1);
+		(void)w;
+		pthread_join(C.thread, NULL);
+		C.running = 0;
+		close(C.wake[0]);
+		close(C.wake[1]);
+		C.wake[0] = C.wake[1] = -1;
+	}
+	if (C.armed && C.lfd >= 0)
+		close(C.lfd);
 	C.lfd = -1;
+	C.armed = 0;
+	pthread_mutex_unlock(&C.start_lock);
 }

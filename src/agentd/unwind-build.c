@@ -249,7 +249,9 @@ static void compile(struct uobj *o)
 	if (o->has_cfi) {
 		U.table_bytes += cfi_table_bytes(&o->cfi);
 		U.compiled++;
-	} else {
+	} else if (!shm_pending()) {
+		/* (Pending: the program maps the room asked for at its next
+		 * sample, under RLIMIT_AS; built on a later pass.) */
 		o->compile_failed = 1;
 	}
 	if (U.debug)

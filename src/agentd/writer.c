@@ -38,6 +38,7 @@
 #include "shm/agent.h"
 #include "agentd.h"
 #include "shm/objects.h"
+#include "shm/shm.h"
 #include "perfread.h"
 #include "shm/unwind.h"
 #include "common/format.h"
@@ -216,6 +217,7 @@ static void drain_ring(struct ring *r)
 	const void *rec;
 	int keep = writer_has_output();
 	while ((rec = ring_peek(r, &len))) {
+		W.drained++;
 		if (keep && len >= sizeof(struct rsample))
 			put_sample(rec);
 		ring_release(r);
@@ -239,6 +241,59 @@ static void report_drops(struct tslot *s)
 	}
 }
 
+/* -e groups the kernel would not map (struct tslot) live only through
+ * the thread's descriptors: a program that closes them (a daemon) ends
+ * the thread's sampling, silently but for this. Twice a second, each
+ * such thread's leader number is looked at from outside; a number that
+ * is no perf event any more is said once, with the time. Caller holds
+ * reg_lock. */
+static void check_unmapped_events(struct tslot *s, uint64_t now)
+{
+	if (!s->ncounters || s->ev_map || s->external || s->trigger_fd < 0 || atomic_load(&s->exited) ||
+	    atomic_load(&s->ev_lost) == 2)
+		return;
+	char path[64], link[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)agent.pid, s->trigger_fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	int gone = n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]") != 0);
+	if (!gone && atomic_load(&s->ev_lost) != 1)
+		return;
+	atomic_store(&s->ev_lost, 2);
+	(void)now;
+	agent_note(NOTE_STOPPED, (uint32_t)s->tid, "thread %d stopped being sampled: the program closed or replaced "
+		   "descriptor %d, the -e event group strata opened for it (the kernel refused to map the group, "
+		   "which would have kept it: a locked-memory limit, perf_event_mlock_kb)", (int)s->tid, s->trigger_fd);
+}
+
+/* What the agent could not do (agent.h notes), and the region's growth
+ * that failed, into the stream once each. */
+static void put_notes(void)
+{
+	if (!writer_has_output())
+		return;
+	for (int i = 0; i < NOTES_MAX; i++) {
+		struct agent_note *n = &agent.notes.e[i];
+		if (atomic_load(&n->state) != 2)
+			continue;
+		struct rec_note r = { .tid = n->tid, .time_ns = n->time_ns, .kind = n->kind, .text = n->text };
+		rec_put_note(&W.recs, &r);
+		atomic_store(&n->state, 3);
+	}
+	uint64_t wanted = 0;
+	int e = shm_limited(&wanted);
+	if (e && !W.limit_noted) {
+		W.limit_noted = 1;
+		char lim[96];
+		shm_limit_note(lim, sizeof(lim), e);
+		char text[400];
+		snprintf(text, sizeof(text), "the agent's shared memory could not grow to %llu MB (%s%s): threads that "
+			 "start later sample into smaller rings or not at all, and native unwind tables may be missing",
+			 (unsigned long long)(wanted >> 20), strerror(e), lim);
+		struct rec_note r = { .time_ns = mono_ns(), .kind = NOTE_LIMITED, .text = text };
+		rec_put_note(&W.recs, &r);
+	}
+}
+
 /* Drains every ring and retires exited threads. Caller holds W.lock. */
 void drain_all(void)
 {
@@ -259,9 +314,16 @@ void drain_all(void)
 			e->dies_at = d->t;
 	}
 	int keep = writer_has_output();
+	uint64_t now = mono_ns();
+	int evcheck = agent.trigger == TRIGGER_PERF_EVENT && now - W.last_evcheck >= 500 * 1000000ull;
+	if (evcheck)
+		W.last_evcheck = now;
 	reg_lock();
-	for (struct tslot *s = agent.slots; s && keep; s = s->next)
+	for (struct tslot *s = agent.slots; s && keep; s = s->next) {
 		announce(s);
+		if (evcheck)
+			check_unmapped_events(s, now);
+	}
 	if (agent.sampler_slot)
 		drain_ring(&agent.sampler_slot->ring);
 	struct tslot **pp = &agent.slots;
@@ -289,6 +351,7 @@ void drain_all(void)
 		pp = &s->next;
 	}
 	reg_unlock();
+	put_notes();
 	if (keep && agent.cfg.objects)
 		wobj_scan(&W.recs, 0);
 	/* Every sample taken before these deaths was in a ring and is now
@@ -333,19 +396,25 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	int idle = 0;
+	/* While passes find samples, one every 10 ms; after each pass that
+	 * found none (a program blocked, or waiting for a CPU: the workers of
+	 * a pool on a busy machine), twice as long, up to the flush period.
+	 * A ring holds seconds of samples, and one that fills pokes. */
+	long nap_ms = 10, nap_max = agent.cfg.flush_ms > 10 ? agent.cfg.flush_ms : 10;
 	while (!atomic_load(&W.stop)) {
-		/* Sleep 10 ms, or less if poked (a thread exited). With
-		 * sampling off there is nothing to drain: sleep until poked
-		 * (sampling turned on, a thread ended, the process exits), so
-		 * a stopped agent costs no wakeups. */
+		/* Sleep, or less if poked (a thread exited). With sampling
+		 * off there is nothing to drain: sleep until poked (sampling
+		 * turned on, a thread ended, the process exits), so a
+		 * stopped agent costs no wakeups. */
 		fd_set rf;
 		FD_ZERO(&rf);
 		FD_SET(W.fdw[0], &rf);
-		struct timeval tv = { 0, 10 * 1000 };
+		struct timeval tv = { nap_ms / 1000, (nap_ms % 1000) * 1000 };
 		if (select(W.fdw[0] + 1, &rf, NULL, NULL, idle ? NULL : &tv) > 0) {
 			char buf[64];
 			while (read(W.fdw[0], buf, sizeof(buf)) > 0)
 				;
+			nap_ms = 10;
 		}
 		/* A module of another patch release not checked yet
 		 * (pymodule.c): the samples wait in the rings. */
@@ -354,7 +423,9 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&W.lock);
+		uint64_t drained = W.drained;
 		drain_all();
+		nap_ms = W.drained != drained ? 10 : nap_ms * 2 > nap_max ? nap_max : nap_ms * 2;
 		int on = atomic_load(&agent.sampling);
 		uint64_t now = mono_ns();
 		/* Continuous profiling: the window is over (send.c). */

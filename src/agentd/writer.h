@@ -65,9 +65,11 @@ struct writer {
 	struct wbuf chunk;
 	uint32_t seq;
 	int any_samples;          /* this stream has samples: it is worth writing */
+	int limit_noted;          /* the region's failed growth is in the stream */
 	uint64_t last_time;
 	uint64_t last_flush;
 	uint64_t samples, dropped;
+	uint64_t drained;         /* ring records taken, written or not (the writer's pace) */
 	struct ctab codes;
 	struct itab stacks;
 	struct death *dying;      /* deaths taken for the current pass */
@@ -83,6 +85,7 @@ struct writer {
 	int own_session;          /* we wrote the output's session: we end it too */
 	uint64_t session_stream;
 	uint64_t last_scan;       /* by-tid mode: last threads_scan() */
+	uint64_t last_evcheck;    /* -e: last look at the threads' unmapped groups */
 };
 extern struct writer W;
 

@@ -169,6 +169,14 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		printf("dropped tid=%u count=%" PRIu64, dr.tid, dr.count);
 		break;
 	}
+	case REC_NOTE: {
+		struct rec_note nt;
+		if (rec_get_note(body, &nt))
+			goto bad;
+		printf("note tid=%u time=%" PRIu64 " kind=%u text=%s", nt.tid, nt.time_ns, nt.kind, nt.text);
+		rec_free_note(&nt);
+		break;
+	}
 	case REC_MODULE: {
 		struct rec_module m;
 		if (rec_get_module(body, &m))

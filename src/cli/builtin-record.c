@@ -74,12 +74,17 @@ static const char usage_text[] =
 
 struct summary {
 	uint64_t samples, dropped;
-	unsigned processes, unsupported, refused, threads;
+	unsigned processes, unsupported, refused, threads, not_profiled;
 	char unsupported_versions[256];
 	/* (pid, tid) of the threads counted: with --send a process's stream
 	 * starts over at every window and announces its threads again. */
 	uint64_t *seen;
 	size_t nseen, capseen;
+	/* What the agents could not do (REC_NOTE), one line each, with
+	 * their process; a few, then a count. */
+	char notes[8][400];
+	unsigned nnotes, more_notes;
+	int first_not_profiled;      /* index in notes of a process that was not profiled, or -1 */
 };
 
 /* Whether thread (pid, tid) is counted already (else it is now). */
@@ -108,7 +113,9 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 	case REC_PROCESS: {
 		struct rec_process p;
 		if (rec_get_process(body, &p) == 0) {
-			if (p.flags & PROC_UNSUPPORTED) {
+			if (p.flags & PROC_NOT_PROFILED) {
+				s->not_profiled++;
+			} else if (p.flags & PROC_UNSUPPORTED) {
 				s->unsupported++;
 				if (p.flags & PROC_REFUSED)
 					s->refused++;
@@ -144,6 +151,21 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 			s->dropped += d.count;
 		break;
 	}
+	case REC_NOTE: {
+		struct rec_note n;
+		if (rec_get_note(body, &n) == 0) {
+			if (s->nnotes < sizeof(s->notes) / sizeof(s->notes[0])) {
+				if (n.kind == NOTE_NOT_PROFILED && s->first_not_profiled < 0)
+					s->first_not_profiled = (int)s->nnotes;
+				snprintf(s->notes[s->nnotes++], sizeof(s->notes[0]), "process %u: %s", st ? st->pid : 0,
+					 n.text);
+			} else {
+				s->more_notes++;
+			}
+			rec_free_note(&n);
+		}
+		break;
+	}
 	}
 	return 0;
 }
@@ -161,6 +183,10 @@ static int pid_alive(uint32_t pid)
  * that is still running, and the warnings name it. */
 static void wait_for_stragglers(const char *path, int ms, pid_t child)
 {
+	/* Once a process that outlived the command was seen writing, a
+	 * moment of none is not the end: between a daemon's two forks the
+	 * middle process may be gone before the last one's helper runs. */
+	int others = 0, quiet_ms = 0;
 	for (int waited = 0; waited < ms; waited += 50) {
 		char err[256];
 		struct reader *r = reader_open(path, err, sizeof(err));
@@ -170,6 +196,10 @@ static void wait_for_stragglers(const char *path, int ms, pid_t child)
 		 * process killed by a signal a moment after it started may
 		 * end before its helper wrote anything (seen under load). */
 		int pending = child > 0 && agent_helper_alive(child);
+		pid_t writers[1];
+		int nw = agent_helpers_writing(path, writers, 1);
+		others |= nw > 0;
+		pending += nw;
 		if (reader_poll(r, 1, NULL, NULL, err, sizeof(err)) == 0) {
 			size_t n;
 			const struct reader_stream *st = reader_streams(r, &n);
@@ -179,7 +209,8 @@ static void wait_for_stragglers(const char *path, int ms, pid_t child)
 					pending++;
 		}
 		reader_close(r);
-		if (!pending)
+		quiet_ms = pending ? 0 : quiet_ms + 50;
+		if (!pending && (!others || quiet_ms > 300))
 			return;
 		struct timespec ts = { 0, 50 * 1000000L };
 		nanosleep(&ts, NULL);
@@ -195,8 +226,10 @@ static void on_stop_signal(int sig)
 }
 
 /* With --pid: until the duration passes, Ctrl-C (or SIGTERM/SIGHUP), or
- * the process ends. */
-static void wait_attached(pid_t pid, double duration)
+ * the process ends, and with it the processes it forked that record into
+ * the same file (a daemon it became: python-daemon's DaemonContext forks
+ * twice, and the process attached to is the first to exit). */
+static void wait_attached(pid_t pid, double duration, const char *output, int quiet)
 {
 	struct sigaction sa, old[3];
 	memset(&sa, 0, sizeof(sa));
@@ -206,7 +239,37 @@ static void wait_attached(pid_t pid, double duration)
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &sa, &old[i]);
 	uint64_t end = duration > 0 ? monotonic_ns() + (uint64_t)(duration * 1e9) : 0;
-	while (!attach_stop && attach_alive(pid) && (!end || monotonic_ns() < end)) {
+	int told = 0;
+	uint64_t none_since = 0;
+	for (;;) {
+		if (attach_stop || (end && monotonic_ns() >= end))
+			break;
+		if (!attach_alive(pid)) {
+			pid_t w[16];
+			int n = output ? agent_helpers_writing(output, w, 16) : 0;
+			if (!output)
+				break;
+			/* Two seconds' grace: between a daemon's two forks the
+			 * middle process may be gone before the last one's
+			 * helper has started, which takes longer on a busy
+			 * machine (over half a second was seen). */
+			if (!n) {
+				uint64_t now = monotonic_ns();
+				if (!none_since)
+					none_since = now;
+				if (now - none_since >= 2000000000ull)
+					break;
+			} else {
+				none_since = 0;
+			}
+			if (!n)
+				goto next;
+			if (!told && !quiet)
+				fprintf(stderr, "strata: process %d ended; recording the %d process%s it started until %s; "
+					"Ctrl-C to stop\n", (int)pid, n, n == 1 ? "" : "es", n == 1 ? "it ends" : "they end");
+			told = 1;
+		}
+	next:;
 		uint64_t left = end ? end - monotonic_ns() : 100000000;
 		if (left > 100000000 || left == 0)
 			left = 100000000;
@@ -477,7 +540,7 @@ int cmd_record(int argc, char **argv)
 		if (!quiet)
 			fprintf(stderr, "strata: sending process %d's profile to %s every %g s; Ctrl-C to stop\n", (int)pid,
 				disp, rs.cfg.every_ms / 1000.0);
-		wait_attached((pid_t)pid, duration);
+		wait_attached((pid_t)pid, duration, NULL, quiet);
 		if (record_send_pid_stop((pid_t)pid, err, sizeof(err)))
 			warnf("%s", err);
 		record_send_finish(&rs);
@@ -505,7 +568,7 @@ int cmd_record(int argc, char **argv)
 		if (!quiet)
 			fprintf(stderr, "strata: recording process %d (Python %s)%s; Ctrl-C to stop\n", (int)pid, a.python,
 				o.paused ? " with sampling off" : "");
-		wait_attached((pid_t)pid, duration);
+		wait_attached((pid_t)pid, duration, a.l.output_abs, quiet);
 		if (attach_end(&a, err, sizeof(err)))
 			warnf("%s", err);
 		l = a.l;
@@ -546,7 +609,7 @@ int cmd_record(int argc, char **argv)
 	}
 	if (sending)
 		record_send_finish(&rs);
-	struct summary s = { 0 };
+	struct summary s = { .first_not_profiled = -1 };
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
 	if (!r) {
 		errorf("%s: %s", o.output, err);
@@ -558,6 +621,20 @@ int cmd_record(int argc, char **argv)
 		errorf("%s: %s", o.output, err);
 	reader_set_alive_check(r, pid_alive);
 	reader_report_diag(r, stderr, "strata: warning: ");
+	/* A process still running that has written nothing yet (its stream
+	 * starts with its first samples): a daemon the command started. */
+	pid_t writers[16];
+	int nw = agent_helpers_writing(l.output_abs, writers, 16);
+	size_t nst = 0;
+	const struct reader_stream *sts = reader_streams(r, &nst);
+	for (int i = 0; i < nw; i++) {
+		int seen = 0;
+		for (size_t k = 0; k < nst && !seen; k++)
+			seen = sts[k].pid == (uint32_t)writers[i];
+		if (!seen && writers[i] != l.pid)
+			warnf("process %d, started by the command, is still running (a daemon?): it goes on writing to %s "
+			      "until it exits", (int)writers[i], o.output);
+	}
 	reader_close(r);
 
 	/* A refused process: its agent said why on stderr (layout, build). */
@@ -569,7 +646,9 @@ int cmd_record(int argc, char **argv)
 	if (s.processes == 0) {
 		if (tmp_raw[0])
 			unlink(tmp_raw);
-		if (s.unsupported)
+		if (s.first_not_profiled >= 0)
+			errorf("nothing was profiled: %s", s.notes[s.first_not_profiled]);
+		else if (s.unsupported)
 			errorf("nothing was profiled: %s Python %s", s.refused == s.unsupported ?
 			       "the agent module cannot read" : s.refused ? "no fitting agent build for" :
 			       "no agent build for", s.unsupported_versions);
@@ -586,6 +665,11 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "strata: %llu samples, %u process%s, %u thread%s, %llu dropped -> %s\n",
 			(unsigned long long)s.samples, s.processes, s.processes == 1 ? "" : "es", s.threads,
 			s.threads == 1 ? "" : "s", (unsigned long long)s.dropped, ex ? output : o.output);
+	/* (With -f, the profile's warnings below carry them.) */
+	for (unsigned i = 0; i < s.nnotes && !ex; i++)
+		warnf("%s", s.notes[i]);
+	if (s.more_notes && !ex)
+		warnf("%u more such notes: `strata report` lists them", s.more_notes);
 	if (ex) {
 		struct load_opts lo = { 0 };
 		struct profile *p = profile_load(l.output_abs, &lo, err, sizeof(err));

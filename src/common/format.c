@@ -176,7 +176,7 @@ const char *rec_type_name(uint64_t t)
 		[REC_PERFMAP] = "perf-map", [REC_EVENT_DESC] = "event-desc",
 		[REC_CONTROL] = "control", [REC_OBJ_TYPE] = "obj-type",
 		[REC_ALLOC] = "alloc", [REC_ALLOC_TYPE] = "alloc-type",
-		[REC_FREE] = "free", [REC_TASK] = "task",
+		[REC_FREE] = "free", [REC_TASK] = "task", [REC_NOTE] = "note",
 	};
 	if (t < sizeof(names) / sizeof(names[0]) && names[t])
 		return names[t];
@@ -366,6 +366,16 @@ void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r)
 	wbuf_uv(o, r->tid);
 	wbuf_uv(o, r->count);
 	BODY_END(b, REC_DROPPED);
+}
+
+void rec_put_note(struct wbuf *b, const struct rec_note *r)
+{
+	BODY_BEGIN(b);
+	wbuf_uv(o, r->tid);
+	wbuf_uv(o, r->time_ns);
+	wbuf_uv(o, r->kind);
+	wbuf_str(o, r->text);
+	BODY_END(b, REC_NOTE);
 }
 
 int rec_next(struct rbuf *payload, uint64_t *type, struct rbuf *body)
@@ -682,6 +692,26 @@ int rec_get_dropped(struct rbuf *b, struct rec_dropped *r)
 	r->tid = get_u32(b);
 	r->count = rbuf_uv(b);
 	return b->err ? -1 : 0;
+}
+
+int rec_get_note(struct rbuf *b, struct rec_note *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->tid = get_u32(b);
+	r->time_ns = rbuf_uv(b);
+	r->kind = get_u32(b);
+	r->text = rbuf_strdup(b);
+	if (b->err) {
+		rec_free_note(r);
+		return -1;
+	}
+	return 0;
+}
+
+void rec_free_note(struct rec_note *r)
+{
+	free(r->text);
+	memset(r, 0, sizeof(*r));
 }
 
 void rec_put_module(struct wbuf *b, const struct rec_module *r)

@@ -24,7 +24,7 @@
 #define STRATA_MAGIC "\x89STRATA\n"
 #define STRATA_MAGIC_LEN 8
 #define STRATA_FMT_MAJOR 1
-#define STRATA_FMT_MINOR 2
+#define STRATA_FMT_MINOR 3
 #define STRATA_FILE_HDR_SIZE 32
 
 #define STRATA_CHUNK_MAGIC 0x4b484353u /* "SCHK" little-endian */
@@ -111,7 +111,9 @@ enum rec_type {
 	REC_FREE = 21,        /* a sampled allocation was freed */
 	/* 1.2: asyncio tasks (docs/async.md) */
 	REC_TASK = 22,        /* an interned asyncio task (its name) */
-	REC_TYPE_MAX_KNOWN = 22, /* highest type this build decodes (bump as types land) */
+	/* 1.3 */
+	REC_NOTE = 23,        /* what the agent could not do, and why (a limit, a closed descriptor) */
+	REC_TYPE_MAX_KNOWN = 23, /* highest type this build decodes (bump as types land) */
 };
 const char *rec_type_name(uint64_t type);
 /* Whether this build decodes records of `type`: every type up to
@@ -148,6 +150,8 @@ enum process_flags {
 	PROC_REFUSED = 1 << 4,     /* with PROC_UNSUPPORTED: a module exists but cannot read this
 	                            * interpreter (layout, build kind); the agent said why on stderr */
 	PROC_OBJECTS = 1 << 5,     /* allocations sampled (--objects): rec_process.objects_rate */
+	PROC_NOT_PROFILED = 1 << 6, /* with PROC_UNSUPPORTED (1.3): a supported Python whose agent could
+	                            * not start; a NOTE record says why */
 };
 enum thread_flags { THREAD_MAIN = 1 << 0 };
 enum stack_flags {
@@ -310,6 +314,20 @@ struct rec_dropped {
 	uint64_t count;
 };
 
+/* What the agent of a process could not do, in one line a person reads
+ * (shown by record's summary and as a warning of every command). */
+enum note_kind {
+	NOTE_NOT_PROFILED = 1, /* the process runs on unprofiled (the agent could not start) */
+	NOTE_LIMITED = 2,      /* a resource limit cut what is recorded (shared memory, rings) */
+	NOTE_STOPPED = 3,      /* sampling (of thread tid, or of the process) stopped early */
+};
+struct rec_note {
+	uint32_t tid;       /* 0: the whole process */
+	uint64_t time_ns;   /* monotonic */
+	uint32_t kind;      /* enum note_kind */
+	char *text;
+};
+
 enum module_flags {
 	MOD_MAIN = 1 << 0,      /* the program's executable */
 	MOD_VDSO = 1 << 1,      /* the kernel's vDSO: no file, `image` holds its ELF */
@@ -429,6 +447,7 @@ void rec_put_code(struct wbuf *b, const struct rec_code *r);
 void rec_put_stack(struct wbuf *b, const struct rec_stack *r);
 void rec_put_sample(struct wbuf *b, const struct rec_sample *r);
 void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r);
+void rec_put_note(struct wbuf *b, const struct rec_note *r);
 void rec_put_module(struct wbuf *b, const struct rec_module *r);
 void rec_put_event_desc(struct wbuf *b, const struct rec_event_desc *r);
 void rec_put_jit_image(struct wbuf *b, const struct rec_jit_image *r);
@@ -454,6 +473,7 @@ int rec_get_code(struct rbuf *b, struct rec_code *r);
 int rec_get_stack(struct rbuf *b, struct rec_stack *r);
 int rec_get_sample(struct rbuf *b, struct rec_sample *r);
 int rec_get_dropped(struct rbuf *b, struct rec_dropped *r);
+int rec_get_note(struct rbuf *b, struct rec_note *r);
 int rec_get_module(struct rbuf *b, struct rec_module *r);
 int rec_get_event_desc(struct rbuf *b, struct rec_event_desc *r);
 int rec_get_jit_image(struct rbuf *b, struct rec_jit_image *r);
@@ -466,6 +486,7 @@ void rec_free_thread_name(struct rec_thread_name *r);
 void rec_free_code(struct rec_code *r);
 void rec_free_stack(struct rec_stack *r);
 void rec_free_module(struct rec_module *r);
+void rec_free_note(struct rec_note *r);
 void rec_free_event_desc(struct rec_event_desc *r);
 void rec_free_jit_image(struct rec_jit_image *r);
 

@@ -359,6 +359,27 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 	}
 }
 
+static void on_note(struct profile *p, uint32_t st, const struct reader_stream *rs, struct rbuf *body)
+{
+	struct rec_note r;
+	if (rec_get_note(body, &r)) {
+		p->in->bad_bodies++;
+		return;
+	}
+	uint32_t pr = stream_proc(p, st, rs);
+	struct pnote *n = realloc(p->notes, (p->nnotes + 1) * sizeof(*n));
+	if (!n || pr == PNONE) {
+		if (n)
+			p->notes = n;
+		else
+			p->in->oom = 1;
+		rec_free_note(&r);
+		return;
+	}
+	p->notes = n;
+	p->notes[p->nnotes++] = (struct pnote){ p->procs[pr].pid, r.tid, r.kind, r.time_ns, r.text };
+}
+
 static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct rbuf *body)
 {
 	struct profile *p = ctx;
@@ -384,6 +405,7 @@ static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct 
 	case REC_JIT_UNLOAD: native_on_jit(p, st, type, body); break;
 	case REC_EVENT_DESC: on_event_desc(p, body); break;
 	case REC_TASK: tasks_on_record(p, st, body); break;
+	case REC_NOTE: on_note(p, st, rs, body); break;
 	case REC_OBJ_TYPE:
 	case REC_ALLOC:
 	case REC_ALLOC_TYPE:
@@ -443,8 +465,20 @@ static void build_warnings(struct profile *p, struct reader *r)
 		}
 		free(buf);
 	}
+	for (uint32_t i = 0; i < p->nnotes; i++) {
+		const struct pnote *n = &p->notes[i];
+		uint32_t pr = PNONE;
+		for (uint32_t k = 0; k < p->nprocs && pr == PNONE; k++)
+			if (p->procs[k].pid == n->pid)
+				pr = k;
+		if (n->kind == NOTE_STOPPED && pr != PNONE && n->time_ns > p->procs[pr].start_ns)
+			add_warning(p, "process %u, %.2f s after its start: %s", n->pid,
+				    (double)(n->time_ns - p->procs[pr].start_ns) / 1e9, n->text);
+		else
+			add_warning(p, "process %u: %s", n->pid, n->text);
+	}
 	for (uint32_t i = 0; i < p->nprocs; i++)
-		if (p->procs[i].flags & PROC_UNSUPPORTED)
+		if ((p->procs[i].flags & PROC_UNSUPPORTED) && !(p->procs[i].flags & PROC_NOT_PROFILED))
 			add_warning(p, (p->procs[i].flags & PROC_REFUSED) ?
 				    "process %u (%s) runs Python %s, which its agent module cannot read (a layout or "
 				    "build that differs; the agent said which when it started): it was not profiled" :
@@ -587,6 +621,9 @@ void profile_free(struct profile *p)
 		free(p->procs[i].python_version);
 	}
 	free(p->procs);
+	for (uint32_t i = 0; i < p->nnotes; i++)
+		free(p->notes[i].text);
+	free(p->notes);
 	for (uint32_t i = 0; i < p->nmodules; i++) {
 		free(p->modules[i].path);
 		free(p->modules[i].build_id);

@@ -142,6 +142,13 @@ struct pevent_info {
 	uint32_t flags;      /* EVD_*: sampling, user space only, clock */
 };
 
+struct pnote {
+	uint32_t pid, tid;   /* tid 0: the whole process */
+	uint32_t kind;       /* enum note_kind */
+	uint64_t time_ns;    /* monotonic */
+	char *text;
+};
+
 struct profile {
 	/* session */
 	char *command;          /* the command strata ran */
@@ -216,6 +223,9 @@ struct profile {
 	/* warnings collected while loading (one line each, no prefix) */
 	char **warnings;
 	uint32_t nwarnings;
+	/* What an agent could not do (REC_NOTE): also among the warnings. */
+	struct pnote *notes;
+	uint32_t nnotes;
 
 	struct profile_internal *in; /* loader state (interning, per-stream tables) */
 };

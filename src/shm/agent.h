@@ -112,6 +112,19 @@ struct tslot {
 	 * takes a copy of the leader at its first sample (trigger_fd) and
 	 * the helper then lets go of its own. */
 	int sig_fd;
+	/* -e, a thread's own group: the leader's ring (its user page and one
+	 * data page, where the kernel writes the group's counts at each
+	 * overflow: PERF_SAMPLE_READ) and the others' user pages, mapped in
+	 * the profiled process. A mapping holds its event as a descriptor
+	 * does, so a program that closes or dup2s over our descriptors
+	 * (a daemon) leaves the group counting and signalling, and the
+	 * handler reads the counts from the ring, never from a descriptor
+	 * number the program may have reused. NULL where the mapping was
+	 * refused (locked-memory limits): then the descriptors carry it. */
+	void *ev_map;
+	void *ev_sib_map[EVENTS_MAX];
+	uint64_t ev_id[EVENTS_MAX];  /* each one's PERF_EVENT_IOC_ID: tells our descriptor from a reused number */
+	_Atomic int ev_lost;         /* -e without mappings: the program closed or replaced our descriptor */
 	int helper_fd;
 	int helper_counter_fd[EVENTS_MAX];
 	_Atomic int fd_taken;        /* the handler has its copy of helper_fd */
@@ -119,7 +132,7 @@ struct tslot {
 	 * by the thread when it registers, done by the helper's link
 	 * thread; the thread itself then holds no descriptor. */
 	_Atomic int helper_trigger;
-	int trigger_failed;          /* helper: the open failed, not retried */
+	int trigger_failed;          /* helper: the open failed (its errno), not retried */
 	int stat_fd;                 /* helper: /proc/PID/task/TID/stat (wall mode) */
 	_Atomic int wall_pending;    /* the wall sampler sent us a signal */
 
@@ -207,6 +220,22 @@ struct outvar {
 	char buf[2][4200];
 };
 
+/* What the agent could not do, for the writer to put in the stream as
+ * NOTE records (format.h): posted by either process (never from a signal
+ * handler), written once. A fixed table: what does not fit is left out,
+ * since each kind of trouble is posted once. */
+#define NOTES_MAX 16
+struct agent_note {
+	_Atomic int state;           /* 0 free, 1 being filled, 2 ready, 3 written */
+	uint32_t kind, tid;          /* enum note_kind; tid 0: the process */
+	uint64_t time_ns;
+	char text[240];
+};
+struct agent_notes {
+	_Atomic uint32_t next;
+	struct agent_note e[NOTES_MAX];
+};
+
 struct agent_state {
 	/* Set up by the profiled process before the helper starts; read-only
 	 * afterwards unless said otherwise. */
@@ -268,6 +297,8 @@ struct agent_state {
 	struct graveyard *grave;
 	struct outvar outvar;
 	struct objtab *objtab;       /* --objects: sampled blocks (objects.h) */
+	struct agent_notes notes;
+	_Atomic int small_rings;     /* a ring was made smaller than asked: noted */
 
 	/* The link between the profiled process and its helper (link.h):
 	 * futex words in this shared region, so the process holds no
@@ -291,6 +322,11 @@ struct agent_state {
 	 * waits for it. A pid, not a flag: the helper of a stream that
 	 * ended in a failed exec may leave after the next one started. */
 	_Atomic pid_t link_gone;
+	/* Why the helper could not start (one line), for the profiled
+	 * process to report as its own: the helper may lack the descriptor
+	 * to say so on the program's standard error (why_logged: it did). */
+	char helper_why[300];
+	_Atomic int helper_why_logged;
 };
 
 enum layout_state { LAYOUT_OK = 0, LAYOUT_PENDING = 1, LAYOUT_BAD = 2 };
@@ -328,11 +364,27 @@ uint64_t agent_new_stream_id(void);
 /* Samples per second as the profile states it (0: event-driven, not a clock). */
 unsigned agent_rate_hz(void);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Posts a NOTE (kind: enum note_kind; tid 0 for the whole process) for
+ * the writer, and logs it on the program's standard error. */
+void agent_note(uint32_t kind, uint32_t tid, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Moves a descriptor the agent opens in the profiled process out of the
+ * program's way: above 511, or near the top of a lower RLIMIT_NOFILE
+ * (close-on-exec). Returns the new number (fd itself if it cannot move).
+ * Async-signal-safe; keeps errno. */
+int fd_high(int fd);
+/* After a call failed with err: ": RLIMIT_NOFILE is N" into buf when err
+ * is EMFILE (the process's own descriptor limit), else "". */
+int fd_limit_note(char *buf, size_t n, int err);
 /* Appends to `output` a stream of one record saying process pid (running
  * exe, Python `version`) was not profiled (PROC_UNSUPPORTED). */
 /* refused: a module was found but does not fit this interpreter (PROC_REFUSED). */
 void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
 			    int refused);
+/* The same for a process that was not profiled for another reason (flags:
+ * PROC_*; PROC_UNSUPPORTED | PROC_NOT_PROFILED when the agent could not
+ * start), with a NOTE saying why when `why` is set. */
+void agent_note_unprofiled(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
+			   uint32_t flags, const char *why);
 
 /* slots.c */
 struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */
@@ -350,6 +402,18 @@ void reg_unlock(void);
  * armed if sampling is on. own: the calling thread is tid. */
 int trigger_open(struct tslot *s, pid_t tid);
 void trigger_close(struct tslot *s);
+/* A POSIX CPU-time timer on thread tid of this process (no descriptor):
+ * the trigger where perf events are not allowed, and where the helper
+ * could open no more of them. */
+int trigger_open_timer(struct tslot *s, pid_t tid);
+/* -e, a mapped group: the counts of its latest overflow into vals
+ * (ncounters values), consuming the ring. Returns the number of values,
+ * 0 if no overflow was written since, -1 if the group is not mapped.
+ * Async-signal-safe. */
+int trigger_counts(struct tslot *s, uint64_t *vals);
+/* Whether descriptor fd is still this slot's -e leader (the program may
+ * have closed ours and reused the number). Async-signal-safe. */
+int trigger_is_ours(struct tslot *s, int fd, int idx);
 /* Arms or disarms a perf event: refresh (one overflow, re-armed by the
  * handler) or free running. */
 void trigger_fd_enable(int fd, int on, int refresh);

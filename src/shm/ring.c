@@ -58,13 +58,15 @@ void *ring_reserve(struct ring *r, uint32_t max)
 	return r->buf + pos + 4;
 }
 
-void ring_commit(struct ring *r, uint32_t used)
+int ring_commit(struct ring *r, uint32_t used)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint32_t pos = (uint32_t)(head & (r->size - 1));
 	uint32_t len = ALIGN8(used + 4u);
 	*(uint32_t *)(r->buf + pos) = used;
 	atomic_store_explicit(&r->head, head + len, memory_order_release);
+	uint64_t before = head - atomic_load_explicit(&r->tail, memory_order_relaxed);
+	return before < r->size / 4 && before + len >= r->size / 4;
 }
 
 const void *ring_peek(struct ring *r, uint32_t *len)

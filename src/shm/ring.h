@@ -31,7 +31,9 @@ void ring_free(struct ring *r);
  * ring is full. Fill the record, then ring_commit() with the bytes used
  * (<= max). Nothing is visible to the consumer before the commit. */
 void *ring_reserve(struct ring *r, uint32_t max);
-void ring_commit(struct ring *r, uint32_t used);
+/* Returns 1 when this record filled the ring past a quarter (the writer,
+ * which naps longer while it finds nothing, is then worth waking). */
+int ring_commit(struct ring *r, uint32_t used);
 
 /* Consumer: returns the next record and its length, or NULL if empty;
  * ring_release() frees it. */

@@ -8,14 +8,18 @@
  * since the region sits at the same address everywhere either would do.
  */
 #include "shm.h"
+#include "agent.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -39,6 +43,16 @@ struct shm_header {
 	uint64_t free[NCLASSES];     /* offset of the first free block, 0 = none */
 	uint64_t root;               /* offset of the agent's state */
 	pthread_mutex_t lock;
+	/* Address space (shm.h): whether both map the largest size from the
+	 * start (no RLIMIT_AS), else what the profiled process has mapped
+	 * and what the helper asked it to. The file never outgrows either
+	 * process's mapping. */
+	uint32_t full;
+	_Atomic uint64_t target_mapped;
+	_Atomic uint64_t want;
+	/* The first failure to grow for want of address space or memory. */
+	_Atomic int limit_errno;
+	_Atomic uint64_t limit_wanted;
 };
 
 struct tag {
@@ -51,10 +65,27 @@ static struct {
 	int fd;
 	uint8_t *base;
 	uint64_t max;
+	_Atomic uint64_t mapped;     /* this process's mapping, from base */
+	_Atomic int resizing;        /* a thread of ours is in mremap */
+	_Atomic uint64_t refused;    /* a size the kernel would not map: not asked again */
+	int target;                  /* the profiled process (not the helper) */
 	int (*grow)(uint64_t want); /* without fd: the helper grows the file */
 } S = { .fd = -1 };
 
 static struct shm_header *H(void) { return (struct shm_header *)S.base; }
+
+static uint64_t round_step(uint64_t n)
+{
+	n = (n + GROW_STEP - 1) & ~(uint64_t)(GROW_STEP - 1);
+	return n > S.max ? S.max : n;
+}
+
+/* Whether this process has a finite address-space limit. */
+static int as_limited(void)
+{
+	struct rlimit rl;
+	return getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+}
 
 static int memfd(void)
 {
@@ -62,15 +93,62 @@ static int memfd(void)
 	if (fd < 0)
 		return -1;
 	/* Out of the low numbers a program may close or dup2 onto. */
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-	if (hi >= 0) {
-		close(fd);
-		fd = hi;
-	}
-	return fd;
+	return fd_high(fd);
 }
 
-static int init_header(uint64_t max)
+static void note_limit(int err, uint64_t wanted)
+{
+	if (!S.base || (err != ENOMEM && err != EAGAIN))
+		return;
+	int zero = 0;
+	if (atomic_compare_exchange_strong(&H()->limit_errno, &zero, err))
+		atomic_store(&H()->limit_wanted, wanted);
+}
+
+/* Extends this process's mapping in place to `want` bytes (mremap without
+ * MREMAP_MAYMOVE: pointers stay valid). Async-signal-safe. Returns 0, -1
+ * if the kernel refused (errno), -2 if another thread of ours is at it
+ * (a signal handler must not wait for it; others try again). */
+static int map_to(uint64_t want)
+{
+	if (want > S.max)
+		want = S.max;
+	if (atomic_load_explicit(&S.mapped, memory_order_acquire) >= want)
+		return 0;
+	if (atomic_exchange(&S.resizing, 1))
+		return -2;
+	int rc = 0;
+	uint64_t cur = atomic_load(&S.mapped);
+	if (cur < want) {
+		void *p = (void *)syscall(SYS_mremap, S.base, (size_t)cur, (size_t)want, 0);
+		if (p == MAP_FAILED) {
+			note_limit(errno, want);
+			atomic_store(&S.refused, want);
+			rc = -1;
+		} else {
+			atomic_store_explicit(&S.mapped, want, memory_order_release);
+			if (S.target)
+				atomic_store(&H()->target_mapped, want);
+		}
+	}
+	atomic_store(&S.resizing, 0);
+	return rc;
+}
+
+/* map_to for callers that may wait a little (never a signal handler). */
+static int map_to_wait(uint64_t want)
+{
+	for (int i = 0; i < 10000; i++) {
+		int rc = map_to(want);
+		if (rc != -2)
+			return rc;
+		sched_yield();
+	}
+	errno = EBUSY;
+	return -1;
+}
+
+static int init_header(uint64_t max, uint64_t mapped, int full)
 {
 	if (ftruncate(S.fd, GROW_STEP))
 		return -1;
@@ -80,6 +158,8 @@ static int init_header(uint64_t max)
 	h->max = max;
 	h->size = GROW_STEP;
 	h->brk = (sizeof(*h) + 63) & ~63ull;
+	h->full = (uint32_t)full;
+	atomic_store(&h->target_mapped, mapped);
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -89,10 +169,11 @@ static int init_header(uint64_t max)
 	return 0;
 }
 
-/* A free range of `max` bytes far from where the kernel puts anything by
- * default (the executable, the heap, libraries, stacks), so that a freshly
- * started helper finds it free too. */
-static void *map_somewhere(int fd, uint64_t max)
+/* A free range far from where the kernel puts anything by default (the
+ * executable, the heap, libraries, stacks), so that a freshly started
+ * helper finds it free too, and the range after it stays free for the
+ * mapping to grow into: `len` bytes are mapped now, `max` may be later. */
+static void *map_somewhere(int fd, uint64_t len)
 {
 	for (int tries = 0; tries < 64; tries++) {
 		uint64_t r = 0;
@@ -100,13 +181,16 @@ static void *map_somewhere(int fd, uint64_t max)
 			r = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull + (uint64_t)tries * 0x1234567ull;
 		/* 32 TiB .. 80 TiB, 1 GiB aligned. */
 		uint64_t addr = 0x200000000000ull + (r % 0x3000ull) * (1ull << 30);
-		void *p = mmap((void *)(uintptr_t)addr, max, PROT_READ | PROT_WRITE,
+		void *p = mmap((void *)(uintptr_t)addr, len, PROT_READ | PROT_WRITE,
 			       MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, 0);
-		if (p == MAP_FAILED)
+		if (p == MAP_FAILED) {
+			if (errno == ENOMEM)
+				return NULL; /* the address space is full: another address will not help */
 			continue;
+		}
 		if ((uint64_t)(uintptr_t)p != addr) {
 			/* A kernel without MAP_FIXED_NOREPLACE treats it as a hint. */
-			munmap(p, max);
+			munmap(p, len);
 			continue;
 		}
 		return p;
@@ -120,14 +204,21 @@ int shm_create(uint64_t max)
 	if (S.fd < 0)
 		return -1;
 	S.max = max;
-	S.base = map_somewhere(S.fd, max);
-	if (!S.base || init_header(max)) {
+	S.target = 1;
+	/* Without RLIMIT_AS the largest size is mapped at once and never
+	 * grows (nothing to lose); under one, only what is in use. */
+	int full = !as_limited();
+	uint64_t len = full ? max : GROW_STEP;
+	S.base = map_somewhere(S.fd, len);
+	atomic_store(&S.mapped, S.base ? len : 0);
+	if (!S.base || init_header(max, len, full)) {
 		int e = errno;
 		if (S.base)
-			munmap(S.base, max);
+			munmap(S.base, len);
 		close(S.fd);
 		S.fd = -1;
 		S.base = NULL;
+		atomic_store(&S.mapped, 0);
 		errno = e ? e : ENOMEM;
 		return -1;
 	}
@@ -142,37 +233,71 @@ int shm_replace(void)
 	if (fd < 0)
 		return -1;
 	/* MAP_FIXED replaces the parent's mapping in one step: no moment
-	 * when the address is unmapped. */
-	void *p = mmap(S.base, S.max, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
+	 * when the address is unmapped. Under RLIMIT_AS the child starts
+	 * small again, and what the parent had mapped beyond goes. */
+	int full = H()->full != 0;
+	uint64_t len = full ? S.max : GROW_STEP;
+	void *p = mmap(S.base, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
 	if (p == MAP_FAILED) {
 		close(fd);
 		return -1;
 	}
+	uint64_t had = atomic_load(&S.mapped);
+	if (had > len)
+		munmap(S.base + len, had - len);
+	atomic_store(&S.mapped, len);
+	atomic_store(&S.resizing, 0);
+	atomic_store(&S.refused, 0);
 	/* The parent held no descriptor for its region once its helper ran
 	 * (a fork before that, from the agent's own start, cannot happen). */
 	S.fd = fd;
 	S.grow = NULL;
-	return init_header(S.max);
+	return init_header(S.max, len, full);
+}
+
+void shm_destroy(void)
+{
+	if (S.base)
+		munmap(S.base, atomic_load(&S.mapped));
+	if (S.fd >= 0)
+		close(S.fd);
+	S.fd = -1;
+	S.base = NULL;
+	atomic_store(&S.mapped, 0);
 }
 
 int shm_attach(int fd, uint64_t addr, uint64_t max)
 {
-	void *p = mmap((void *)(uintptr_t)addr, max, PROT_READ | PROT_WRITE,
+	struct stat st;
+	if (fstat(fd, &st) || (uint64_t)st.st_size < sizeof(struct shm_header)) {
+		errno = EINVAL;
+		return -1;
+	}
+	uint64_t len = (uint64_t)st.st_size;
+	void *p = mmap((void *)(uintptr_t)addr, len, PROT_READ | PROT_WRITE,
 		       MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, 0);
 	if (p == MAP_FAILED)
 		return -1;
 	if ((uint64_t)(uintptr_t)p != addr) {
-		munmap(p, max);
+		munmap(p, len);
 		errno = EEXIST;
 		return -1;
 	}
 	S.fd = fd;
 	S.base = p;
 	S.max = max;
+	S.target = 0;
+	atomic_store(&S.mapped, len);
 	if (H()->magic != SHM_MAGIC || H()->max != max) {
-		munmap(p, max);
+		munmap(p, len);
 		S.base = NULL;
 		errno = EINVAL;
+		return -1;
+	}
+	/* As the profiled process does: all at once, or what is in use. */
+	if (map_to_wait(H()->full ? max : H()->size)) {
+		munmap(p, atomic_load(&S.mapped));
+		S.base = NULL;
 		return -1;
 	}
 	return 0;
@@ -189,23 +314,70 @@ void shm_close_fd(int (*grow)(uint64_t want))
 static void lock(void);
 static void unlock(void);
 
+/* Grows the file to `want` (rounded, at most the largest size), under the
+ * lock. The profiled process maps first; the helper only grows to what
+ * the profiled process has mapped, and maps it itself before the file
+ * says it is there. */
+static int grow_locked(uint64_t want)
+{
+	want = round_step(want);
+	if (want <= H()->size)
+		return 0;
+	if (S.target ? map_to_wait(want) : (atomic_load(&H()->target_mapped) < want || map_to_wait(want)))
+		return -1;
+	if (ftruncate(S.fd, (off_t)want)) {
+		note_limit(errno, want);
+		return -1;
+	}
+	__atomic_store_n(&H()->size, want, __ATOMIC_RELEASE);
+	return 0;
+}
+
 int shm_grow(uint64_t want)
 {
 	if (!S.base || S.fd < 0)
 		return -1;
-	want = (want + GROW_STEP - 1) & ~(uint64_t)(GROW_STEP - 1);
-	if (want > S.max)
-		want = S.max;
-	int rc = 0;
 	lock();
-	if (want > H()->size) {
-		if (ftruncate(S.fd, (off_t)want))
-			rc = -1;
-		else
-			H()->size = want;
-	}
+	int rc = grow_locked(want);
 	unlock();
 	return rc;
+}
+
+int shm_sync(void)
+{
+	if (!S.base)
+		return -1;
+	if (S.target) {
+		uint64_t w = atomic_load_explicit(&H()->want, memory_order_acquire);
+		if (w <= atomic_load_explicit(&S.mapped, memory_order_relaxed))
+			return 0;
+		/* Refused once (RLIMIT_AS): not a failed system call in every
+		 * signal handler from then on. */
+		uint64_t r = atomic_load_explicit(&S.refused, memory_order_relaxed);
+		if (r && w >= r)
+			return -1;
+		return map_to(w) == 0 ? 0 : -1;
+	}
+	uint64_t sz = __atomic_load_n(&H()->size, __ATOMIC_ACQUIRE);
+	return map_to(sz) == 0 ? 0 : -1;
+}
+
+void shm_want(uint64_t bytes)
+{
+	if (!S.base || S.target)
+		return;
+	/* A little ahead, so the next few tables or threads fit without
+	 * asking again. */
+	bytes = round_step(bytes + bytes / 4);
+	uint64_t cur = atomic_load(&H()->want);
+	while (cur < bytes && !atomic_compare_exchange_weak(&H()->want, &cur, bytes))
+		;
+}
+
+int shm_pending(void)
+{
+	return S.base && !S.target && !atomic_load(&H()->limit_errno) &&
+	       atomic_load(&H()->want) > atomic_load(&H()->target_mapped);
 }
 
 int shm_adopt_fd(int fd)
@@ -223,8 +395,29 @@ uint64_t shm_max(void) { return S.max; }
 
 int shm_contains(const void *p, size_t n)
 {
-	uint64_t a = (uint64_t)(uintptr_t)p;
-	return S.base && a >= shm_addr() && a - shm_addr() <= S.max && n <= S.max - (a - shm_addr());
+	uint64_t a = (uint64_t)(uintptr_t)p, m = atomic_load(&S.mapped);
+	return S.base && a >= shm_addr() && a - shm_addr() <= m && n <= m - (a - shm_addr());
+}
+
+int shm_limited(uint64_t *wanted)
+{
+	if (!S.base)
+		return 0;
+	int e = atomic_load(&H()->limit_errno);
+	if (wanted)
+		*wanted = atomic_load(&H()->limit_wanted);
+	return e;
+}
+
+int shm_limit_note(char *buf, size_t n, int err)
+{
+	struct rlimit rl;
+	if (!n)
+		return 0;
+	buf[0] = 0;
+	if (err != ENOMEM || getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	return snprintf(buf, n, ": RLIMIT_AS is %llu MB", (unsigned long long)(rl.rlim_cur >> 20));
 }
 
 static void lock(void)
@@ -273,22 +466,30 @@ again:
 			return NULL;
 		}
 		if (off + bsize > h->size) {
-			uint64_t want = (off + bsize + GROW_STEP - 1) & ~(uint64_t)(GROW_STEP - 1);
-			if (want > S.max)
-				want = S.max;
-			if (S.fd < 0) {
-				/* The helper holds the descriptor: it grows the
-				 * file (taking the lock), then we try again. */
+			uint64_t want = round_step(off + bsize);
+			if (S.target && S.fd < 0) {
+				/* Our mapping first (the program never meets
+				 * memory it has not mapped), then the helper,
+				 * which holds the descriptor, grows the file
+				 * (taking the lock); then we try again. */
 				unlock();
-				if (!S.grow || S.grow(want) || h->size < want)
+				if (map_to_wait(want) || !S.grow || S.grow(want) ||
+				    __atomic_load_n(&h->size, __ATOMIC_ACQUIRE) < want)
 					return NULL;
 				goto again;
 			}
-			if (ftruncate(S.fd, (off_t)want)) {
+			if (!S.target && atomic_load(&h->target_mapped) < want) {
+				/* The helper: the profiled process maps it
+				 * first, the next time agent code runs there;
+				 * the caller tries again later. */
+				unlock();
+				shm_want(want);
+				return NULL;
+			}
+			if (grow_locked(want)) {
 				unlock();
 				return NULL;
 			}
-			h->size = want;
 		}
 		h->brk = off + bsize;
 		t = (struct tag *)(S.base + off);
@@ -324,3 +525,5 @@ void shm_set_root(void *p) { H()->root = p ? (uint64_t)((uint8_t *)p - S.base) :
 void *shm_root(void) { return S.base && H()->root ? S.base + H()->root : NULL; }
 
 uint64_t shm_used(void) { return S.base ? H()->used : 0; }
+
+uint64_t shm_mapped(void) { return S.base ? atomic_load(&H()->target_mapped) : 0; }

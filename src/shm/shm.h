@@ -9,14 +9,27 @@
  * threads' slots and sample rings, the unwind tables and JIT ranges the
  * signal handler reads.
  *
- * The mapping is reserved once at its maximum size (MAP_NORESERVE); the
- * file grows with ftruncate as allocations need it, so only pages in use
- * cost memory. The profiled process gives up its descriptor once the
- * helper has one (shm_close_fd); from then on it asks the helper to grow
- * the file (link.h, GROW). Allocation is by size class (powers of two from 64 bytes)
- * with a free list per class and a bump pointer, under a process-shared
- * robust mutex: either process may die holding it. Never called from a
- * signal handler.
+ * The file grows with ftruncate as allocations need it, so only pages in
+ * use cost memory. Address space is another matter: a mapping counts
+ * against RLIMIT_AS whether its pages are used or not (MAP_NORESERVE
+ * included). Where the process has no such limit, the mapping is made
+ * once at its largest size (SHM_DEFAULT_MAX), and growing is only the
+ * file's. Under a limit, each process maps only what the file holds and
+ * extends its mapping in place (mremap without moving: the address is
+ * picked far from everything else, so the range after it stays free) as
+ * the file grows, so the region costs the program the address space of
+ * what is in use, not a reservation. The profiled process maps first and
+ * the helper follows, so the program never meets a pointer it has not
+ * mapped: memory the helper wants (unwind tables, threads found by a
+ * scan) is asked of the program (shm_want), which maps it the next time
+ * agent code runs in it (shm_sync: a signal handler, a thread starting).
+ *
+ * The profiled process gives up its descriptor once the helper has one
+ * (shm_close_fd); from then on it asks the helper to grow the file
+ * (link.h, GROW). Allocation is by size class (powers of two from 64
+ * bytes) with a free list per class and a bump pointer, under a
+ * process-shared robust mutex: either process may die holding it. Never
+ * called from a signal handler (shm_sync is, and is async-signal-safe).
  */
 #ifndef STRATA_SHM_H
 #define STRATA_SHM_H
@@ -24,17 +37,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Default reservation: slots and rings of ~2000 threads, plus tables. */
+/* Largest size: slots and rings of ~2000 threads, plus tables. Mapped at
+ * once where RLIMIT_AS is unlimited (it costs nothing there). */
 #define SHM_DEFAULT_MAX (1ull << 30)
 
 /* The profiled process: a new region (memfd, close-on-exec) at a free
- * address. Returns 0, or -1 with errno. */
+ * address, growing to at most `max`. Returns 0, or -1 with errno. */
 int shm_create(uint64_t max);
 
 /* The child of fork(): the parent's region is shared with the parent and
  * must not be touched again; a fresh, empty one takes its place at the
  * same address. Async-signal-safe (system calls only). Returns 0 or -1. */
 int shm_replace(void);
+
+/* The profiled process, after a failed start: unmaps the region and
+ * closes its descriptor. */
+void shm_destroy(void);
 
 /* The helper: maps the region of descriptor fd at addr. Returns 0 or -1. */
 int shm_attach(int fd, uint64_t addr, uint64_t max);
@@ -47,17 +65,31 @@ void shm_close_fd(int (*grow)(uint64_t want));
  * for the next helper after a failed exec). 0, or -1 if it is not. */
 int shm_adopt_fd(int fd);
 /* The helper: grows the file to at least `want` bytes (at most the
- * reservation), if it is smaller. */
+ * largest size), if it is smaller; never past what the profiled process
+ * has mapped (the caller asks for that first: shm_want). */
 int shm_grow(uint64_t want);
 
+/* Both: maps what the other side made usable (the profiled process: what
+ * the helper asked for; the helper: the file's size). Async-signal-safe;
+ * cheap when there is nothing to do. Returns 0, or -1 if this process
+ * cannot map it (RLIMIT_AS; the cause is kept for shm_limited). */
+int shm_sync(void);
+/* The helper: asks the profiled process to map at least `bytes`. */
+void shm_want(uint64_t bytes);
+/* The helper: whether an allocation failed only because the profiled
+ * process has not mapped what was asked yet (try again later), rather
+ * than for want of room. */
+int shm_pending(void);
+
 /* The region's descriptor (-1 in the profiled process once the helper
- * holds it), address and reserved size. */
+ * holds it), address and largest size. */
 int shm_fd(void);
 uint64_t shm_addr(void);
 uint64_t shm_max(void);
+/* Whether [p, p+n) is in the part of the region this process has mapped. */
 int shm_contains(const void *p, size_t n);
 
-/* Zeroed memory in the region, or NULL when it is full. */
+/* Zeroed memory in the region, or NULL when it is full or cannot grow. */
 void *shm_alloc(size_t n);
 void shm_free(void *p);
 
@@ -65,7 +97,18 @@ void shm_free(void *p);
 void shm_set_root(void *p);
 void *shm_root(void);
 
-/* Bytes in use (allocated and not freed), for status and tests. */
+/* Bytes in use (allocated and not freed), for status and tests; bytes
+ * mapped by the profiled process (its address space). */
 uint64_t shm_used(void);
+uint64_t shm_mapped(void);
+
+/* Whether growing failed for want of address space or memory, and why:
+ * the errno of the first failure (0: never), and the size that was
+ * wanted. Both processes see it. */
+int shm_limited(uint64_t *wanted);
+/* After a failure with err: ": RLIMIT_AS is N MB" into buf when the
+ * process has such a limit and err is ENOMEM, else "". Returns the
+ * length written. */
+int shm_limit_note(char *buf, size_t n, int err);
 
 #endif

@@ -22,6 +22,8 @@
 
 void reg_lock(void)
 {
+	/* Room the helper asked the profiled process to map (shm.h). */
+	shm_sync();
 	if (pthread_mutex_lock(&agent.reg_lock) == EOWNERDEAD)
 		/* The other process died holding it: list edits are single
 		 * pointer stores, the list is consistent. */
@@ -35,9 +37,25 @@ struct tslot *slot_new(pid_t tid, const char *name)
 	struct tslot *s = shm_alloc(sizeof(*s));
 	if (!s)
 		return NULL;
-	if (ring_init(&s->ring, agent.cfg.ring_size)) {
-		shm_free(s);
-		return NULL;
+	/* Where the region cannot grow (RLIMIT_AS), a smaller ring still
+	 * samples the thread: what does not fit between two passes of the
+	 * writer is dropped, and counted. Not in the helper while the
+	 * program has yet to map the room asked for: it tries again. */
+	uint32_t size = agent.cfg.ring_size, least = agent.cfg.ring_size / 8 < 16384 ? 16384 : agent.cfg.ring_size / 8;
+	while (ring_init(&s->ring, size)) {
+		if (size / 2 < least || shm_pending()) {
+			shm_free(s);
+			return NULL;
+		}
+		size /= 2;
+	}
+	if (size < agent.cfg.ring_size && !atomic_exchange(&agent.small_rings, 1)) {
+		uint64_t wanted = 0;
+		char lim[96];
+		shm_limit_note(lim, sizeof(lim), shm_limited(&wanted));
+		agent_note(NOTE_LIMITED, (uint32_t)tid, "the agent's shared memory cannot grow%s: thread %d and later "
+			   "ones sample into rings of %u KB instead of %u KB (samples that do not fit are dropped, "
+			   "and counted)", lim, (int)tid, size >> 10, agent.cfg.ring_size >> 10);
 	}
 	s->tid = tid;
 	s->start_ns = mono_ns();

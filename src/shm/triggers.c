@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -52,21 +53,9 @@
 static _Atomic int no_remove_on_exec;
 
 /* A descriptor the profiled process keeps (-e events) goes above the
- * numbers programs use, before anything (F_SETOWN, a group) names it. */
-static long high(long fd)
-{
-	if (fd < 0 || fd >= 512)
-		return fd;
-	int e = errno;
-	int hi = fcntl((int)fd, F_DUPFD_CLOEXEC, 512);
-	if (hi < 0) {
-		errno = e;
-		return fd;
-	}
-	close((int)fd);
-	errno = e;
-	return hi;
-}
+ * numbers programs use (fd_high), before anything (F_SETOWN, a group)
+ * names it. */
+static long high(long fd) { return fd < 0 ? fd : fd_high((int)fd); }
 
 static long open_attr(struct perf_event_attr *a, pid_t tid, int group)
 {
@@ -102,14 +91,100 @@ static void task_clock_attr(struct perf_event_attr *a)
 	a->wakeup_events = 1;
 }
 
+/* Closes the group's other events, each only if its number is still ours
+ * (a program that closed it may have reused the number). */
 static void group_close(struct tslot *s)
 {
 	for (uint32_t i = 1; i < s->ncounters && i < EVENTS_MAX; i++) {
-		if (s->counter_fd[i] >= 0)
+		if (s->counter_fd[i] >= 0 && (!s->ev_id[i] || trigger_is_ours(s, s->counter_fd[i], (int)i)))
 			close(s->counter_fd[i]);
 		s->counter_fd[i] = -1;
 	}
 	s->ncounters = 0;
+}
+
+#define EV_PAGE 4096u
+#define EV_MAP_LEN (2u * EV_PAGE) /* user page + one data page */
+
+static void group_unmap(struct tslot *s)
+{
+	if (s->ev_map)
+		munmap(s->ev_map, EV_MAP_LEN);
+	s->ev_map = NULL;
+	for (int i = 0; i < EVENTS_MAX; i++) {
+		if (s->ev_sib_map[i])
+			munmap(s->ev_sib_map[i], EV_PAGE);
+		s->ev_sib_map[i] = NULL;
+	}
+}
+
+/* Maps a thread's own group (see struct tslot): returns 0, or -1 with
+ * nothing mapped. */
+static int group_map(struct tslot *s)
+{
+	void *m = mmap(NULL, EV_MAP_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, s->trigger_fd, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	s->ev_map = m;
+	for (uint32_t i = 1; i < s->ncounters && i < EVENTS_MAX; i++) {
+		void *p = mmap(NULL, EV_PAGE, PROT_READ, MAP_SHARED, s->counter_fd[i], 0);
+		if (p == MAP_FAILED) {
+			group_unmap(s);
+			return -1;
+		}
+		s->ev_sib_map[i] = p;
+	}
+	return 0;
+}
+
+int trigger_counts(struct tslot *s, uint64_t *vals)
+{
+	struct perf_event_mmap_page *pg = s->ev_map;
+	if (!pg)
+		return -1;
+	const uint8_t *data = (const uint8_t *)pg + EV_PAGE;
+	uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = pg->data_tail;
+	int found = 0;
+	/* Records wrap around the data page; each is copied out whole. The
+	 * last sample's counts are the latest (overflows between two
+	 * signals coalesce into one handler run). */
+	while (tail + sizeof(struct perf_event_header) <= head) {
+		uint8_t rec[8 + 8 * (1 + EVENTS_MAX)];
+		struct perf_event_header hd;
+		for (size_t k = 0; k < sizeof(hd); k++)
+			((uint8_t *)&hd)[k] = data[(tail + k) % EV_PAGE];
+		if (hd.size < sizeof(hd) || tail + hd.size > head)
+			break;
+		if (hd.type == PERF_RECORD_SAMPLE && hd.size == 8 + 8 * (1 + s->ncounters) && hd.size <= sizeof(rec)) {
+			for (size_t k = 0; k < hd.size; k++)
+				rec[k] = data[(tail + k) % EV_PAGE];
+			uint64_t nr;
+			memcpy(&nr, rec + 8, 8);
+			if (nr == s->ncounters) {
+				memcpy(vals, rec + 16, 8 * (size_t)nr);
+				found = 1;
+			}
+		}
+		tail += hd.size;
+	}
+	__atomic_store_n(&pg->data_tail, head, __ATOMIC_RELEASE);
+	return found ? (int)s->ncounters : 0;
+}
+
+int trigger_is_ours(struct tslot *s, int fd, int idx)
+{
+	uint64_t id = 0;
+	/* PERF_EVENT_IOC_ID is a '$' ioctl, perf's own number range: on
+	 * any other file it does nothing but fail. */
+	return fd >= 0 && idx >= 0 && idx < EVENTS_MAX && s->ev_id[idx] && ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 &&
+	       id == s->ev_id[idx];
+}
+
+static uint64_t event_id(int fd)
+{
+	uint64_t id = 0;
+	return ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 ? id : 0;
 }
 
 /* Opens the -e event group on thread `tid` into the slot's descriptors:
@@ -121,6 +196,9 @@ static int group_open(struct tslot *s, pid_t tid, int *failed)
 	struct perf_event_attr a;
 	int ek = agent.cfg.event_exclude_kernel;
 	event_attr(&ev->ev[0], &a, agent.cfg.event_period, 1, ek);
+	/* Each overflow writes the group's counts into the leader's ring,
+	 * if it is mapped (group_map). */
+	a.sample_type = PERF_SAMPLE_READ;
 	int leader = ev_open(&a, tid, -1);
 	if (leader < 0) {
 		*failed = 0;
@@ -145,6 +223,9 @@ static int group_open(struct tslot *s, pid_t tid, int *failed)
 	s->trigger_fd = leader;
 	s->ncounters = ev->n;
 	memset(s->counter_prev, 0, sizeof(s->counter_prev));
+	s->ev_id[0] = event_id(leader);
+	for (uint32_t i = 1; i < ev->n; i++)
+		s->ev_id[i] = event_id(s->counter_fd[i]);
 	return 0;
 }
 
@@ -230,6 +311,28 @@ void trigger_timer_arm(struct tslot *s, int on)
 	timer_settime(s->timer, 0, &its, NULL);
 }
 
+int trigger_open_timer(struct tslot *s, pid_t tid)
+{
+	if (getpid() != agent.pid)
+		return -1; /* a timer signals only its own process's threads */
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	struct sigevent ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.sigev_notify = SIGEV_THREAD_ID;
+	ev.sigev_signo = SIGPROF;
+	ev._sigev_un._tid = tid;
+	ev.sigev_value.sival_ptr = s;
+	/* Another thread's CPU clock, as pthread_getcpuclockid makes it
+	 * (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
+	clockid_t clk = tid != self ? (clockid_t)((~(unsigned)tid) << 3 | 6) : CLOCK_THREAD_CPUTIME_ID;
+	if (timer_create(clk, &ev, &s->timer))
+		return -1;
+	s->has_timer = 1;
+	if (atomic_load(&agent.sampling))
+		trigger_timer_arm(s, 1);
+	return 0;
+}
+
 int trigger_open(struct tslot *s, pid_t tid)
 {
 	/* The calling thread opens events on itself with pid 0 (valid
@@ -257,25 +360,8 @@ int trigger_open(struct tslot *s, pid_t tid)
 		s->trigger_fd = (int)fd;
 		break;
 	}
-	case TRIGGER_POSIX_CPU_TIMER: {
-		if (getpid() != agent.pid)
-			return -1; /* a timer signals only its own process's threads */
-		struct sigevent ev;
-		memset(&ev, 0, sizeof(ev));
-		ev.sigev_notify = SIGEV_THREAD_ID;
-		ev.sigev_signo = SIGPROF;
-		ev._sigev_un._tid = tid;
-		ev.sigev_value.sival_ptr = s;
-		/* Another thread's CPU clock, as pthread_getcpuclockid makes
-		 * it (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
-		clockid_t clk = target ? (clockid_t)((~(unsigned)tid) << 3 | 6) : CLOCK_THREAD_CPUTIME_ID;
-		if (timer_create(clk, &ev, &s->timer))
-			return -1;
-		s->has_timer = 1;
-		if (atomic_load(&agent.sampling))
-			trigger_timer_arm(s, 1);
-		return 0;
-	}
+	case TRIGGER_POSIX_CPU_TIMER:
+		return trigger_open_timer(s, tid);
 	default:
 		return 0; /* wall mode: the helper's sampler drives everything */
 	}
@@ -286,16 +372,22 @@ int trigger_open(struct tslot *s, pid_t tid)
 		return -1;
 	}
 	s->sig_fd = s->trigger_fd;
-	/* A thread's own events are re-armed by its handler after each
-	 * signal (REFRESH: one overflow at a time); one opened from the
-	 * helper runs freely, since its handler may have no descriptor. */
+	/* A thread's own -e group is mapped where allowed (see struct
+	 * tslot); it then runs freely, like the events the helper opens: the
+	 * handler needs no descriptor. Unmapped, the handler re-arms it
+	 * after each signal (REFRESH: one overflow at a time). */
+	if (target == 0 && agent.trigger == TRIGGER_PERF_EVENT && !getenv("STRATA_EVENTS_NO_MAP"))
+		group_map(s);
 	if (atomic_load(&agent.sampling))
-		trigger_fd_enable(s->trigger_fd, 1, target == 0);
+		trigger_fd_enable(s->trigger_fd, 1, target == 0 && !s->ev_map);
 	return 0;
 }
 
 void trigger_close(struct tslot *s)
 {
+	group_unmap(s);
+	if (s->trigger_fd >= 0 && s->ev_id[0] && !trigger_is_ours(s, s->trigger_fd, 0))
+		s->trigger_fd = -1; /* the program's now */
 	if (s->trigger_fd >= 0) {
 		ioctl(s->trigger_fd, PERF_EVENT_IOC_DISABLE, 0);
 		close(s->trigger_fd);

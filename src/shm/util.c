@@ -1,9 +1,16 @@
 /*
  * util.c — small things both halves of the agent use: clocks, stream ids,
- * the sampling rate as the profile states it.
+ * the sampling rate as the profile states it, where a descriptor of ours
+ * goes in the profiled process.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,8 +42,85 @@ unsigned agent_rate_hz(void)
 	return p ? (unsigned)(1000000000ull / p) : 0;
 }
 
+/* The soft RLIMIT_NOFILE (what open() is held to), capped at INT_MAX. */
+static long nofile_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 1024;
+	return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX ? INT_MAX : (long)rl.rlim_cur;
+}
+
+void agent_note(uint32_t kind, uint32_t tid, const char *fmt, ...)
+{
+	char text[sizeof(agent.notes.e[0].text)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	agent_log("process %d: %s", (int)agent.pid, text);
+	uint32_t i = atomic_fetch_add(&agent.notes.next, 1);
+	if (i >= NOTES_MAX)
+		return;
+	struct agent_note *n = &agent.notes.e[i];
+	atomic_store(&n->state, 1);
+	n->kind = kind;
+	n->tid = tid;
+	n->time_ns = mono_ns();
+	memcpy(n->text, text, sizeof(text));
+	atomic_store(&n->state, 2);
+}
+
+int fd_high(int fd)
+{
+	if (fd < 0)
+		return fd;
+	int e = errno;
+	long lim = nofile_limit();
+	/* Where a program leaves room (the usual limit of 1024 and up),
+	 * above 511, as before: out of the numbers programs dup2 onto or
+	 * close in a loop. Under a lower limit, as close to its top as a
+	 * number is free: F_DUPFD gives the lowest free one from its
+	 * argument up, so trying from the top down, halving the distance,
+	 * finds a high one in a few calls. A number the program already
+	 * passed over (at or above half the limit) stays. */
+	long floor = lim >= 1024 ? 512 : lim / 2;
+	if (fd >= floor) {
+		errno = e;
+		return fd;
+	}
+	int hi = -1;
+	if (lim >= 1024)
+		hi = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	else
+		for (long d = 1; hi < 0 && lim - d >= floor; d *= 2)
+			hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(lim - d));
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	errno = e;
+	return fd;
+}
+
+int fd_limit_note(char *buf, size_t n, int err)
+{
+	if (err != EMFILE || !n) {
+		if (n)
+			buf[0] = 0;
+		return 0;
+	}
+	return snprintf(buf, n, ": RLIMIT_NOFILE is %ld", nofile_limit());
+}
+
 void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
 			    int refused)
+{
+	agent_note_unprofiled(output, pid, ppid, version, exe, PROC_UNSUPPORTED | (refused ? PROC_REFUSED : 0), NULL);
+}
+
+void agent_note_unprofiled(const char *output, pid_t pid, pid_t ppid, const char *version, const char *exe,
+			   uint32_t flags, const char *why)
 {
 	int fd = open(output, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
@@ -50,12 +134,16 @@ void agent_note_unsupported(const char *output, pid_t pid, pid_t ppid, const cha
 		.executable = (char *)exe,
 		.argc = 1,
 		.argv = argv,
-		.flags = PROC_UNSUPPORTED | (refused ? PROC_REFUSED : 0),
+		.flags = flags,
 	};
 	struct wbuf recs, chunk;
 	wbuf_init(&recs);
 	wbuf_init(&chunk);
 	rec_put_process(&recs, &p);
+	if (why) {
+		struct rec_note note = { .time_ns = mono_ns(), .kind = NOTE_NOT_PROFILED, .text = (char *)why };
+		rec_put_note(&recs, &note);
+	}
 	struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_EXIT };
 	rec_put_process_end(&recs, &e);
 	if (!recs.oom && chunk_seal(&chunk, recs.data, recs.len, agent_new_stream_id(), 0, CHUNK_LAST, 3) == 0) {

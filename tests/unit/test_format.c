@@ -242,6 +242,31 @@ static void test_small_records(void)
 	wbuf_free(&b);
 }
 
+/* NOTE (1.2): what an agent could not do, and why; every prefix short of
+ * the whole body is refused. */
+static void test_note(void)
+{
+	struct wbuf b;
+	wbuf_init(&b);
+	uint64_t type;
+	struct rbuf body;
+	struct rec_note n = { .tid = 4242, .time_ns = 123456789012ull, .kind = NOTE_STOPPED,
+			      .text = "thread 4242 stopped being sampled" }, n2;
+	rec_put_note(&b, &n);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(type, REC_NOTE);
+	CHECK_EQ(rec_get_note(&body, &n2), 0);
+	CHECK_EQ(n2.tid, 4242);
+	CHECK_U64(n2.time_ns, 123456789012ull);
+	CHECK_EQ(n2.kind, NOTE_STOPPED);
+	CHECK_STR(n2.text, "thread 4242 stopped being sampled");
+	rec_free_note(&n2);
+	CHECK_PREFIXES(REC_NOTE, struct rec_note, rec_get_note, rec_free_note(&r_));
+	CHECK(rec_type_known(REC_NOTE));
+	CHECK_STR(rec_type_name(REC_NOTE), "note");
+	wbuf_free(&b);
+}
+
 static void test_code(void)
 {
 	uint8_t lt[300];
@@ -530,6 +555,7 @@ int main(void)
 	RUN(test_process);
 	RUN(test_object_records);
 	RUN(test_small_records);
+	RUN(test_note);
 	RUN(test_code);
 	RUN(test_stack);
 	RUN(test_task_records);

@@ -58,6 +58,51 @@ int agent_helper_alive(pid_t pid)
 	return found;
 }
 
+int agent_helpers_writing(const char *path, pid_t *pids, int max)
+{
+	struct stat want;
+	if (stat(path, &want))
+		return 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	static const char name[] = "strata-agentd";
+	int n = 0;
+	struct dirent *e;
+	while (n < max && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char p[300], buf[64];
+		snprintf(p, sizeof(p), "/proc/%s/cmdline", e->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= (ssize_t)sizeof(name) || memcmp(buf, name, sizeof(name)))
+			continue;
+		buf[len] = 0;
+		pid_t target = (pid_t)strtol(buf + sizeof(name), NULL, 10);
+		snprintf(p, sizeof(p), "/proc/%s/fd", e->d_name);
+		DIR *fdd = opendir(p);
+		struct dirent *f;
+		int holds = 0;
+		while (fdd && !holds && (f = readdir(fdd))) {
+			struct stat st;
+			char fp[600];
+			snprintf(fp, sizeof(fp), "%s/%s", p, f->d_name);
+			if (f->d_name[0] != '.' && stat(fp, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino)
+				holds = 1;
+		}
+		if (fdd)
+			closedir(fdd);
+		if (holds && target > 0 && attach_alive(target))
+			pids[n++] = target;
+	}
+	closedir(d);
+	return n;
+}
+
 /* The process's command line, for the session record. */
 static int target_argv(pid_t pid, char *buf, size_t n, char **argv, int max)
 {

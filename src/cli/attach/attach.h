@@ -79,4 +79,10 @@ int attach_alive(pid_t pid);
  * it ends pid's stream after pid has gone. */
 int agent_helper_alive(pid_t pid);
 
+/* The processes whose helpers hold `path` open (they go on writing to
+ * it): up to max pids into pids. Returns how many were found. A daemon
+ * the command started is still running when the command ends, and its
+ * stream may not be in the file yet (it appears with its first samples). */
+int agent_helpers_writing(const char *path, pid_t *pids, int max);
+
 #endif
