@@ -1,0 +1,97 @@
+# tests/fuzz/fuzz.mk — the libFuzzer targets (tests/fuzz/fuzz_*.c), one
+# per parser of bytes strata did not write (docs/fuzzing.md has the list).
+# Included by tests/unit/unit.mk.
+#
+#   make fuzz-check   build every target, replay its seeds and fuzz it for
+#                     FUZZ_CHECK_SECONDS (default 6) each: part of `make
+#                     check`, so a target that stops building, or a crash,
+#                     leak or undefined behaviour, fails the check
+#   make fuzz         the same, FUZZ_SECONDS (default 60) per target, new
+#                     inputs kept in $(FUZZ_DIR)/NAME/corpus; FUZZ_TARGETS
+#                     picks targets (make fuzz FUZZ_TARGETS=cfi
+#                     FUZZ_SECONDS=600); make -j2 fuzz runs two at once
+#   make fuzz-build   only build them
+#
+# A crashing input is saved as $(FUZZ_DIR)/NAME/crash-* (leak-*, timeout-*,
+# oom-*); `$(FUZZ_DIR)/fuzz_NAME FILE` replays it. The fix adds it to
+# tests/fuzz/corpus/NAME/, which every run replays first.
+#
+# Every source is compiled once with the fuzzer's instrumentation into
+# $(FUZZ_DIR)/obj; the CLI's objects (all of src/common, src/lib,
+# src/export and src/cli but main.c) go into one archive that each target
+# links, so a target finds any function of the CLI wherever it moves. The
+# helper's (src/agentd) pieces are included by the targets that fuzz them.
+
+FUZZ_CC       ?= clang
+FUZZ_SECONDS  ?= 60
+FUZZ_CHECK_SECONDS ?= 6
+FUZZ_TARGETS  ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS   = -std=gnu11 -g -O1 $(WARN) $(CPPFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+		-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt \
+		-DSTRATA_VERSION='"$(STRATA_VERSION)"'
+# The CLI without its main(): every builtin and what they share.
+FUZZ_LIB_SRC  = $(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(filter-out src/cli/main.c,$(CLI_SRC))
+FUZZ_LIB_OBJ  = $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC))
+FUZZ_LIB      = $(FUZZ_DIR)/libstrata-fuzz.a
+FUZZ_BINS     = $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
+# libFuzzer's options for every run: inputs up to 64 KiB (the seeds are
+# cut to fit), a slow input (10 s) or 2 GiB of memory is a finding too.
+FUZZ_OPTS     = -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+
+$(FUZZ_DIR)/obj/%.o: src/%.c tests/fuzz/coverage-ignore.txt
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# Per target: what it links beyond the CLI's archive.
+fuzz_jitpoll_LIBS = -lpthread
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(FUZZ_LIB) $(fuzz_$*_LIBS) $(CLI_LIBS)
+
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_BINS:=.d)
+
+fuzz-build: $(FUZZ_BINS)
+
+# One target's run: $(1) name, $(2) seconds, $(3) the directory new inputs
+# go to. Seeds are replayed first; the crash is named with the command
+# that replays it.
+define fuzz_run
+	@mkdir -p $(FUZZ_DIR)/$(1) $(3)
+	@echo "== fuzz $(1): $(2) s"
+	@$(FUZZ_DIR)/fuzz_$(1) $(FUZZ_OPTS) -max_total_time=$(2) -artifact_prefix=$(FUZZ_DIR)/$(1)/ \
+		$(3) tests/fuzz/corpus/$(1) > $(FUZZ_DIR)/$(1)/fuzz.log 2>&1; rc=$$?; \
+	grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss)|INFO: seed corpus|Done [0-9]+ runs' \
+		$(FUZZ_DIR)/$(1)/fuzz.log | tr '\n' ' '; echo; \
+	if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/$(1)/fuzz.log; \
+		echo "fuzz $(1) FAILED: the input is $$(ls -t $(FUZZ_DIR)/$(1)/crash-* $(FUZZ_DIR)/$(1)/leak-* \
+			$(FUZZ_DIR)/$(1)/timeout-* $(FUZZ_DIR)/$(1)/oom-* 2>/dev/null | head -1)" \
+			"(replay: $(FUZZ_DIR)/fuzz_$(1) FILE; whole log: $(FUZZ_DIR)/$(1)/fuzz.log)"; exit 1; fi
+endef
+
+# make check: new inputs go to a scratch directory emptied each time, so
+# the run's start (replaying what is there) stays as short as the seeds.
+fuzz-check: $(FUZZ_BINS)
+	@fail=0; for t in $(FUZZ_TARGETS); do \
+		$(MAKE) --no-print-directory fuzz-check-$$t || fail=1; done; \
+	if [ $$fail -ne 0 ]; then echo "fuzz-check FAILED"; exit 1; fi
+
+fuzz-check-%: $(FUZZ_DIR)/fuzz_%
+	@rm -rf $(FUZZ_DIR)/$*/check
+	$(call fuzz_run,$*,$(FUZZ_CHECK_SECONDS),$(FUZZ_DIR)/$*/check)
+
+fuzz: $(patsubst %,fuzz-run-%,$(FUZZ_TARGETS))
+
+fuzz-run-%: $(FUZZ_DIR)/fuzz_%
+	$(call fuzz_run,$*,$(FUZZ_SECONDS),$(FUZZ_DIR)/$*/corpus)
+
+$(FUZZ_DIR)/mkcorpus: tests/fuzz/mkcorpus.c $(UNIT_LIB_OBJ) tests/unit/synth.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
+
+.PHONY: fuzz fuzz-build fuzz-check
