@@ -227,20 +227,19 @@ static int has_output(void)
 
 void control_exec(const char *req, int fd, char *reply, size_t n)
 {
-	char cmd[32], val[4096];
-	size_t cl = strcspn(req, "\n");
-	if (cl >= sizeof(cmd))
-		cl = sizeof(cmd) - 1;
-	memcpy(cmd, req, cl);
-	cmd[cl] = 0;
+	static struct ctl_request rq; /* one command at a time (cmd_lock) */
+	char perr[128];
 	pthread_mutex_lock(&C.cmd_lock);
+	int bad = ctl_parse_request(req, &rq, perr, sizeof(perr));
 	if (!agent.active) {
 		reply_err(reply, n, "the agent is not active in this process");
 	} else if (atomic_load(&agent.stopping)) {
 		reply_err(reply, n, "the process is exiting");
-	} else if (!strcmp(cmd, "status")) {
+	} else if (bad) {
+		reply_err(reply, n, "%s", perr);
+	} else if (rq.cmd == CTL_STATUS) {
 		cmd_status(reply, n);
-	} else if (!strcmp(cmd, "start")) {
+	} else if (rq.cmd == CTL_START) {
 		if (!has_output()) {
 			reply_err(reply, n, "no output to record to: attach one first (strata record --pid, strata top --pid)");
 		} else {
@@ -248,39 +247,32 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			triggers_set_enabled(1);
 			snprintf(reply, n, "ok\nsampling=on\n");
 		}
-	} else if (!strcmp(cmd, "stop")) {
+	} else if (rq.cmd == CTL_STOP) {
 		agent.cfg.paused = 1;
 		triggers_set_enabled(0);
 		writer_poke(); /* writes out what the rings hold */
 		snprintf(reply, n, "ok\nsampling=off\n");
-	} else if (!strcmp(cmd, "attach")) {
+	} else if (rq.cmd == CTL_ATTACH) {
 		char err[512];
-		const char *path = ctl_get(req, "path", val, sizeof(val));
-		char num[32];
-		int create = ctl_get(req, "create", num, sizeof(num)) && atoi(num) == 1;
-		int paused = ctl_get(req, "paused", num, sizeof(num)) && atoi(num) == 1;
-		unsigned rate = ctl_get(req, "rate", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 0;
 		unsigned old_rate = agent.cfg.rate_hz;
-		if (rate && (rate < 1 || rate > 100000)) {
-			reply_err(reply, n, "rate %u is out of range (1..100000)", rate);
-		} else if (has_output()) {
+		if (has_output()) {
 			/* Checked here too, so a busy agent keeps its rate. */
 			char busy[4096];
 			writer_output(busy, sizeof(busy));
 			reply_err(reply, n, "busy: already recording to %s", busy[0] ? busy : "a descriptor");
-		} else if (rate && triggers_set_rate(rate)) {
+		} else if (rq.rate && triggers_set_rate(rq.rate)) {
 			reply_err(reply, n, "this agent samples on events (-e): its period is fixed when it starts");
-		} else if (writer_attach(fd, path, create, err, sizeof(err))) {
+		} else if (writer_attach(fd, rq.has_path ? rq.path : NULL, rq.create, err, sizeof(err))) {
 			/* The new stream's records name the rate: it was set first. */
 			triggers_set_rate(old_rate);
 			reply_err(reply, n, "%s", err);
 		} else {
-			agent.cfg.paused = paused;
-			triggers_set_enabled(!paused);
+			agent.cfg.paused = rq.paused;
+			triggers_set_enabled(!rq.paused);
 			snprintf(reply, n, "ok\nstream=%llu\nsampling=%s\n", (unsigned long long)agent.stream,
-				 paused ? "off" : "on");
+				 rq.paused ? "off" : "on");
 		}
-	} else if (!strcmp(cmd, "detach")) {
+	} else if (rq.cmd == CTL_DETACH) {
 		char err[512];
 		triggers_set_enabled(0);
 		agent.cfg.paused = 1;
@@ -288,7 +280,7 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			reply_err(reply, n, "%s", err);
 		else
 			snprintf(reply, n, "ok\nsampling=off\n");
-	} else if (!strcmp(cmd, "dump")) {
+	} else if (rq.cmd == CTL_DUMP) {
 		char err[512];
 		int64_t w = fd < 0 ? -1 : writer_dump(fd, err, sizeof(err));
 		if (fd < 0)
@@ -297,11 +289,11 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			reply_err(reply, n, "%s", err);
 		else
 			snprintf(reply, n, "ok\nbytes=%lld\n", (long long)w);
-	} else if (!strcmp(cmd, "flush")) {
+	} else if (rq.cmd == CTL_FLUSH) {
 		writer_flush_now();
 		snprintf(reply, n, "ok\n");
 	} else {
-		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush)", cmd);
+		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush)", rq.name);
 	}
 	pthread_mutex_unlock(&C.cmd_lock);
 }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -150,4 +151,47 @@ const char *ctl_get(const char *msg, const char *key, char *out, size_t n)
 		p = nl;
 	}
 	return NULL;
+}
+
+int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		enum ctl_cmd cmd;
+	} cmds[] = {
+		{ "status", CTL_STATUS }, { "start", CTL_START }, { "stop", CTL_STOP }, { "attach", CTL_ATTACH },
+		{ "detach", CTL_DETACH }, { "dump", CTL_DUMP }, { "flush", CTL_FLUSH },
+	};
+	memset(r, 0, sizeof(*r));
+	if (errlen)
+		err[0] = 0;
+	size_t cl = strcspn(msg, "\n");
+	if (cl >= sizeof(r->name))
+		cl = sizeof(r->name) - 1;
+	memcpy(r->name, msg, cl);
+	r->name[cl] = 0;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(r->name, cmds[i].name))
+			r->cmd = cmds[i].cmd;
+	if (r->cmd != CTL_ATTACH)
+		return 0;
+	r->has_path = ctl_get(msg, "path", r->path, sizeof(r->path)) != NULL;
+	char num[32];
+	r->create = ctl_get(msg, "create", num, sizeof(num)) && !strcmp(num, "1");
+	r->paused = ctl_get(msg, "paused", num, sizeof(num)) && !strcmp(num, "1");
+	if (ctl_get(msg, "rate", num, sizeof(num))) {
+		/* Digits only, in range: strtoul would take "-1" or
+		 * 4294967396 and wrap them into one. */
+		size_t k = 0;
+		unsigned long v = 0;
+		while (num[k] >= '0' && num[k] <= '9' && v <= CTL_RATE_MAX)
+			v = v * 10 + (unsigned long)(num[k++] - '0');
+		if (!k || num[k] || v < 1 || v > CTL_RATE_MAX) {
+			if (errlen)
+				snprintf(err, errlen, "rate %s is out of range (1..%d)", num, CTL_RATE_MAX);
+			return -1;
+		}
+		r->rate = (unsigned)v;
+	}
+	return 0;
 }

@@ -53,4 +53,28 @@ long ctl_recv(int sock, char *buf, size_t n, int *fd);
  * Returns out, or NULL if the key is absent (out is then ""). */
 const char *ctl_get(const char *msg, const char *key, char *out, size_t n);
 
+/* A request as the agent's control thread (src/agentd/control.c) acts on
+ * it: the command of the first line and, for attach, its arguments.
+ * Parsed apart from acting on it so that it is tested (and fuzzed) on
+ * its own: the bytes come from whoever connected. */
+enum ctl_cmd {
+	CTL_UNKNOWN = 0, CTL_STATUS, CTL_START, CTL_STOP, CTL_ATTACH, CTL_DETACH, CTL_DUMP, CTL_FLUSH,
+};
+#define CTL_RATE_MAX 100000
+struct ctl_request {
+	enum ctl_cmd cmd;
+	char name[32];         /* the first line (cut), for the error of an unknown one */
+	/* attach */
+	char path[4096];       /* path=P, "" if absent */
+	int has_path;
+	int create, paused;    /* create=1, paused=1 */
+	unsigned rate;         /* rate=HZ, 1..CTL_RATE_MAX; 0: keep the agent's */
+};
+
+/* Parses `msg` (a NUL-terminated request). Returns 0, or -1 with the
+ * reason in err (a rate that is not a number in range): the reply's
+ * "error: " line. An unknown command is not an error here (cmd is
+ * CTL_UNKNOWN, name says what was asked). */
+int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t errlen);
+
 #endif
