@@ -188,14 +188,15 @@ int run(struct exec *x, const uint8_t *p, const uint8_t *end)
 		switch (op) {
 		case CFA_nop:
 			break;
-		case CFA_set_loc:
-			if (ci->addr_size == 0) {
-				uint64_t a = rd_enc(&c, x->s, ci->fde_enc, 0, 0) + x->s->bias;
-				advance(x, a);
-			} else {
-				advance(x, rd_u(&c, ci->addr_size) + x->s->bias);
-			}
+		case CFA_set_loc: {
+			uint64_t a = ci->addr_size ? rd_u(&c, ci->addr_size) : rd_enc(&c, x->s, ci->fde_enc, 0, 0);
+			/* An operand cut short is no location (a pc-relative
+			 * one would be the operand's own address): the
+			 * program is malformed here, and nothing moves. */
+			if (!c.err)
+				advance(x, a + x->s->bias);
 			break;
+		}
 		case CFA_advance_loc1: advance(x, x->loc + rd_u(&c, 1) * ci->code_align); break;
 		case CFA_advance_loc2: advance(x, x->loc + rd_u(&c, 2) * ci->code_align); break;
 		case CFA_advance_loc4: advance(x, x->loc + rd_u(&c, 4) * ci->code_align); break;
