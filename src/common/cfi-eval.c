@@ -148,6 +148,11 @@ static void reg_expression(struct cfi_rules *st, uint64_t reg, const uint8_t *p,
 
 void advance(struct exec *x, uint64_t to)
 {
+	/* A CIE's initial instructions set the rules an FDE starts with; an
+	 * advance among them (only a hostile file has one) is ignored, or
+	 * the FDE would start with a stretch no row covers. */
+	if (!x->emit)
+		return;
 	if (to > x->end)
 		to = x->end;
 	if (x->eval) {
@@ -459,7 +464,9 @@ int cfi_eval_hdr(const struct cfi_source *s, uint64_t hdr, uint64_t pc, struct c
 		if (need(&f, zlen))
 			f.p += zlen;
 	}
-	if (f.err || pc < start || pc - start >= range)
+	/* The bounds the table compiler (cfi.c's do_fde) puts on an FDE:
+	 * the two give the same rules. */
+	if (f.err || range > UINT32_MAX || start + range < start || pc < start || pc - start >= range)
 		return -1;
 	struct exec x;
 	memset(&x, 0, sizeof(x));

@@ -331,7 +331,12 @@ static int finish(struct builder *b, struct cfi_table *t)
 		if (!rows_sorted(b->rows, b->nrows))
 			qsort(b->rows, b->nrows, sizeof(*b->rows), row_cmp);
 	}
+	/* An FDE may start before its first row (a CIE program that
+	 * advances the location, an FDE that is all gap): the table starts
+	 * at whichever comes first, so that fde_pc stays ascending. */
 	uint64_t base = b->rows[0].pc, end = b->rows[b->nrows - 1].pc;
+	if (b->nfdes && b->fdes[0].start < base)
+		base = b->fdes[0].start;
 	if (end - base > UINT32_MAX) {
 		builder_free(b);
 		return CFI_E_FORMAT;
