@@ -11,6 +11,7 @@
 #                     picks targets (make fuzz FUZZ_TARGETS=cfi
 #                     FUZZ_SECONDS=600); make -j2 fuzz runs two at once
 #   make fuzz-build   only build them
+#   make fuzz-corpus  make the seeds again (tests/fuzz/mkcorpus.py)
 #
 # A crashing input is saved as $(FUZZ_DIR)/NAME/crash-* (leak-*, timeout-*,
 # oom-*); `$(FUZZ_DIR)/fuzz_NAME FILE` replays it. The fix adds it to
@@ -47,8 +48,11 @@ $(FUZZ_LIB): $(FUZZ_LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# Per target: what it links beyond the CLI's archive.
+# Per target: what it links beyond the CLI's archive, and seeds it shares
+# with another target (besides its own tests/fuzz/corpus/NAME, which may
+# hold only the inputs that once made it fail).
 fuzz_jitpoll_LIBS = -lpthread
+fuzz_pprof_SEEDS  = tests/fuzz/corpus/reader
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
 	@mkdir -p $(dir $@)
@@ -65,7 +69,7 @@ define fuzz_run
 	@mkdir -p $(FUZZ_DIR)/$(1) $(3)
 	@echo "== fuzz $(1): $(2) s"
 	@$(FUZZ_DIR)/fuzz_$(1) $(FUZZ_OPTS) -max_total_time=$(2) -artifact_prefix=$(FUZZ_DIR)/$(1)/ \
-		$(3) tests/fuzz/corpus/$(1) > $(FUZZ_DIR)/$(1)/fuzz.log 2>&1; rc=$$?; \
+		$(3) $(wildcard tests/fuzz/corpus/$(1)) $(fuzz_$(1)_SEEDS) > $(FUZZ_DIR)/$(1)/fuzz.log 2>&1; rc=$$?; \
 	grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss)|INFO: seed corpus|Done [0-9]+ runs' \
 		$(FUZZ_DIR)/$(1)/fuzz.log | tr '\n' ' '; echo; \
 	if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/$(1)/fuzz.log; \
@@ -90,8 +94,13 @@ fuzz: $(patsubst %,fuzz-run-%,$(FUZZ_TARGETS))
 fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 	$(call fuzz_run,$*,$(FUZZ_SECONDS),$(FUZZ_DIR)/$*/corpus)
 
+# The seeds, made again from real inputs (tests/fuzz/mkcorpus.py says
+# which); regress-* files stay.
+fuzz-corpus: all $(FUZZ_DIR)/mkcorpus
+	BUILD=$(BUILD) tests/fuzz/mkcorpus.py
+
 $(FUZZ_DIR)/mkcorpus: tests/fuzz/mkcorpus.c $(UNIT_LIB_OBJ) tests/unit/synth.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
 
-.PHONY: fuzz fuzz-build fuzz-check
+.PHONY: fuzz fuzz-build fuzz-check fuzz-corpus

@@ -30,7 +30,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	fuzz_quiet();
+	fuzz_setup();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		abort();
 	/* The largest message must fit the socket's buffer. */

@@ -41,7 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	fuzz_quiet();
+	fuzz_setup();
 	fd = fuzz_memfd();
 	fuzz_fd_path(path, sizeof(path), fd);
 	return 0;

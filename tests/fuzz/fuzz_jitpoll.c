@@ -107,7 +107,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	fuzz_quiet();
+	fuzz_setup();
 	return 0;
 }
 

@@ -70,7 +70,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	fuzz_quiet();
+	fuzz_setup();
 	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", (int)getpid());
 	snprintf(dump_path, sizeof(dump_path), "/tmp/jit-%d.dump", (int)getpid());
 	atexit(cleanup);

@@ -31,7 +31,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	fuzz_quiet();
+	fuzz_setup();
 	memfd = fuzz_memfd();
 	wbuf_init(&file);
 	return 0;

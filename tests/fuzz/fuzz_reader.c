@@ -36,7 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	memfd = fuzz_memfd();
 	sink = fopen("/dev/null", "w");
 	/* The report prints to stdout, its messages to stderr. */
-	fuzz_quiet();
+	fuzz_setup();
 	wbuf_init(&file);
 	return 0;
 }
