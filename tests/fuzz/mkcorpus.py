@@ -11,6 +11,8 @@ tests/fuzz/corpus/NAME/, from real inputs (`make fuzz-corpus` runs it):
                  modules and Numba's JIT images (the first entries of
                  each, whole), the same behind an .eh_frame_hdr made for
                  them as the linker makes one, and a .debug_frame
+  cfisynth       the machine code of Numba's images and of a C fixture
+                 (with and without frame pointers), with their functions
   dwline         .debug_line (with .debug_line_str, .debug_str) of a C
                  fixture built as DWARF 2, 4 and 5, and of Numba's images
   jitelf         Numba's in-memory images: the unit tests' fixtures and
@@ -53,7 +55,7 @@ PROGRAMS = ROOT / "tests/func/programs"
 FIXTURES = ROOT / "tests/unit/fixtures"
 PY = "/usr/bin/python3"
 MAX = 60 * 1024
-WORK = Path(tempfile.mkdtemp(prefix="strata-corpus-"))
+WORK = None  # a scratch directory, made by main()
 
 
 def note(msg):
@@ -111,6 +113,26 @@ def section(path, name):
     if not s or s[3] == 8:  # SHT_NOBITS
         return None, None
     return s[0], Path(path).read_bytes()[s[1]:s[1] + s[2]]
+
+
+def functions(path, text):
+    """(offset in `text`, size) of the function symbols defined in the
+    section called `text`."""
+    b = Path(path).read_bytes()
+    shoff, = struct.unpack_from("<Q", b, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3a)
+    sh = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize) for i in range(shnum)]
+    names = sh[shstrndx][4]
+    idx = [i for i, h in enumerate(sh) if b[names + h[0]:b.index(b"\0", names + h[0])] == text.encode()]
+    out = []
+    for h in sh:
+        if h[1] != 2 or not idx:  # SHT_SYMTAB
+            continue
+        for k in range(h[5] // 24):
+            _, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", b, h[4] + 24 * k)
+            if info & 0xf == 2 and shndx == idx[0] and size:
+                out.append((value - (sh[idx[0]][3] if sh[idx[0]][3] and value >= sh[idx[0]][3] else 0), size))
+    return sorted(out)
 
 
 def uleb(b, i):
@@ -272,6 +294,23 @@ def make_cfi(images):
     _, df = section(dbg, ".debug_frame")
     if df:
         seed(d, "fixture-debug_frame", b"\1" + df)
+
+
+def make_cfisynth(images):
+    """Code without CFI and its functions (fuzz_cfisynth.c): Numba's
+    .text, and a C fixture's built without frame pointers and with them."""
+    d = start("cfisynth")
+    objs = [("jit%d" % i, p) for i, p in enumerate(images[:3])]
+    objs += [("fixture", fixture_so("synth.so", ["-fno-asynchronous-unwind-tables"])),
+             ("fixture-fp", fixture_so("synth-fp.so", ["-fno-omit-frame-pointer"]))]
+    for name, path in objs:
+        _, text = section(path, ".text")
+        funcs = [(o, n) for o, n in functions(path, ".text") if o + n <= min(len(text or b""), 0xffff)][:8]
+        if not text or not funcs:
+            continue
+        end = max(o + n for o, n in funcs)
+        seed(d, name, bytes([len(funcs) - 1]) + b"".join(struct.pack("<HH", o, n) for o, n in funcs)
+             + text[:end])
 
 
 def make_dwline(images):
@@ -483,7 +522,9 @@ def make_ctl():
 
 
 def main(argv):
-    want = set(argv) or {"reader", "cfi", "dwline", "jitelf", "jitpoll", "perfmap", "elfsect", "ctl"}
+    global WORK
+    WORK = Path(tempfile.mkdtemp(prefix="strata-corpus-"))
+    want = set(argv) or {"reader", "cfi", "cfisynth", "dwline", "jitelf", "jitpoll", "perfmap", "elfsect", "ctl"}
     for tool in (STRATA, MKCORPUS):
         if not tool.exists():
             sys.exit("mkcorpus: %s is missing: run make fuzz-corpus" % tool)
@@ -494,6 +535,8 @@ def main(argv):
             make_reader(recs)
         if "cfi" in want:
             make_cfi(images)
+        if "cfisynth" in want:
+            make_cfisynth(images)
         if "dwline" in want:
             make_dwline(images)
         if "jitelf" in want:
