@@ -277,7 +277,11 @@ static void image_funcs(struct jimg *g, const uint8_t *e, size_t len, const Elf6
 				continue;
 			Elf64_Shdr t;
 			memcpy(&t, e + eh->e_shoff + (size_t)y.st_shndx * sizeof(t), sizeof(t));
-			if (!(t.sh_flags & SHF_EXECINSTR) || !t.sh_addr || y.st_value + y.st_size > t.sh_size)
+			/* Inside its section, which does not wrap around the
+			 * address space: [start, end) is never empty or
+			 * reversed (the unwinder derives rules over it). */
+			if (!(t.sh_flags & SHF_EXECINSTR) || !t.sh_addr || t.sh_addr + t.sh_size < t.sh_addr ||
+			    y.st_value > t.sh_size || y.st_size > t.sh_size - y.st_value)
 				continue;
 			g->funcs[g->nfuncs][0] = t.sh_addr + y.st_value;
 			g->funcs[g->nfuncs][1] = t.sh_addr + y.st_value + y.st_size;
