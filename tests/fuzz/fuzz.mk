@@ -14,7 +14,7 @@
 #   make fuzz-corpus  make the seeds again (tests/fuzz/mkcorpus.py)
 #
 # A crashing input is saved as $(FUZZ_DIR)/NAME/crash-* (leak-*, timeout-*,
-# oom-*); `$(FUZZ_DIR)/fuzz_NAME FILE` replays it. The fix adds it to
+# oom-*); the run prints the command that replays it. The fix adds it to
 # tests/fuzz/corpus/NAME/, which every run replays first.
 #
 # Every source is compiled once with the fuzzer's instrumentation into
@@ -68,37 +68,23 @@ $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
 
 fuzz-build: $(FUZZ_BINS)
 
-# One target's run: $(1) name, $(2) seconds, $(3) the directory new inputs
-# go to. Seeds are replayed first; the crash is named with the command
-# that replays it.
-define fuzz_run
-	@mkdir -p $(FUZZ_DIR)/$(1) $(3)
-	@echo "== fuzz $(1): $(2) s"
-	@$(FUZZ_ENV) $(fuzz_$(1)_ENV) $(FUZZ_DIR)/fuzz_$(1) $(FUZZ_OPTS) -max_total_time=$(2) -artifact_prefix=$(FUZZ_DIR)/$(1)/ \
-		$(3) $(wildcard tests/fuzz/corpus/$(1)) $(fuzz_$(1)_SEEDS) > $(FUZZ_DIR)/$(1)/fuzz.log 2>&1; rc=$$?; \
-	grep -E '^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs' \
-		$(FUZZ_DIR)/$(1)/fuzz.log | tr '\n\t' '  ' | tr -s ' '; echo; \
-	if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/$(1)/fuzz.log; \
-		echo "fuzz $(1) FAILED: the input is $$(ls -t $(FUZZ_DIR)/$(1)/crash-* $(FUZZ_DIR)/$(1)/leak-* \
-			$(FUZZ_DIR)/$(1)/timeout-* $(FUZZ_DIR)/$(1)/oom-* 2>/dev/null | head -1)" \
-			"(replay: $(FUZZ_DIR)/fuzz_$(1) FILE; whole log: $(FUZZ_DIR)/$(1)/fuzz.log)"; exit 1; fi
-endef
+# One target's run (tests/fuzz/run.sh): $(1) name, $(2) seconds, $(3) the
+# directory new inputs go to; its own seeds and the ones it shares.
+fuzz_run = $(FUZZ_ENV) $(fuzz_$(1)_ENV) FUZZ_OPTS='$(FUZZ_OPTS)' tests/fuzz/run.sh $(FUZZ_DIR) $(1) $(2) $(3) \
+	   $(wildcard tests/fuzz/corpus/$(1)) $(fuzz_$(1)_SEEDS)
 
-# make check: new inputs go to a scratch directory emptied each time, so
-# the run's start (replaying what is there) stays as short as the seeds.
+# make check: every target, even after one fails. New inputs go to a
+# scratch directory emptied each time, so that a run's start (replaying
+# what is there) stays as short as the seeds.
 fuzz-check: $(FUZZ_BINS)
-	@fail=0; for t in $(FUZZ_TARGETS); do \
-		$(MAKE) --no-print-directory fuzz-check-$$t || fail=1; done; \
+	@fail=0; $(foreach t,$(FUZZ_TARGETS),rm -rf $(FUZZ_DIR)/$(t)/check; \
+		$(call fuzz_run,$(t),$(FUZZ_CHECK_SECONDS),$(FUZZ_DIR)/$(t)/check) || fail=1;) \
 	if [ $$fail -ne 0 ]; then echo "fuzz-check FAILED"; exit 1; fi
-
-fuzz-check-%: $(FUZZ_DIR)/fuzz_%
-	@rm -rf $(FUZZ_DIR)/$*/check
-	$(call fuzz_run,$*,$(FUZZ_CHECK_SECONDS),$(FUZZ_DIR)/$*/check)
 
 fuzz: $(patsubst %,fuzz-run-%,$(FUZZ_TARGETS))
 
 fuzz-run-%: $(FUZZ_DIR)/fuzz_%
-	$(call fuzz_run,$*,$(FUZZ_SECONDS),$(FUZZ_DIR)/$*/corpus)
+	@$(call fuzz_run,$*,$(FUZZ_SECONDS),$(FUZZ_DIR)/$*/corpus)
 
 # The seeds, made again from real inputs (tests/fuzz/mkcorpus.py says
 # which); regress-* files stay.
