@@ -58,6 +58,8 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
+# Continuous profiling's sender (strata send): OTLP over HTTP(S).
+CLI_LIBS  += -lcurl
 AGENT_LIBS = -lzstd -ldl -lpthread -lrt -lm
 # The helper derives unwind rules for JIT code without CFI with capstone,
 # which it loads with dlopen when it needs it (src/agentd/cfi-synth.c).
@@ -138,8 +140,9 @@ $(LIBDIR)/strata-pyreader-%.so: $(PYMOD_DEP)
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d) $(AGENTD_OBJ:.o=.d)
 
-# html.c embeds the flame graph page with .incbin, which -MMD cannot see.
+# html.c and heatmap.c embed their pages with .incbin, which -MMD cannot see.
 $(OBJ)/cli/export/html.o $(BUILD)/asan/obj/export/html.o: src/export/flame.html src/export/flame.js
+$(OBJ)/cli/export/heatmap.o $(BUILD)/asan/obj/export/heatmap.o: src/export/heatmap.html src/export/heatmap.js
 
 # ---- tests ----------------------------------------------------------------
 

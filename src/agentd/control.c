@@ -21,6 +21,11 @@
  *   detach             end the stream, close the output, sampling off
  *   dump +fd           a finished copy of what the output holds so far
  *   flush              write what the rings hold now
+ *   send               continuous profiling (send.c, docs/send.md):
+ *                      windows to the spool dir=D (every=MS, queue=N)
+ *                      from now on; stop=1 ends it. attach takes the
+ *                      same as send=D, every, queue: sending for as long
+ *                      as the attach
  *
  * A socket left behind by a process that died without cleaning up (killed
  * by SIGKILL) is removed by the next agent of the same user that starts,
@@ -217,12 +222,17 @@ static void cmd_status(char *reply, size_t n)
 		 (agent.stream_flags & PROC_JIT_LINES) != 0,
 		 (unsigned long long)(agent.trigger == TRIGGER_PERF_EVENT ? agent.cfg.event_period : 0),
 		 (unsigned long long)(agent.cfg.objects ? agent.cfg.objects_rate : 0));
+	size_t l = strlen(reply);
+	if (l < n)
+		send_status(reply + l, n - l);
 }
 
+/* The send keys of a request (send, attach): dir, every (ms), queue. */
+/* A file, or windows to send: something to record to. */
 static int has_output(void)
 {
 	char buf[8];
-	return writer_output(buf, sizeof(buf));
+	return writer_output(buf, sizeof(buf)) || send_active();
 }
 
 void control_exec(const char *req, int fd, char *reply, size_t n)
@@ -252,19 +262,44 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		triggers_set_enabled(0);
 		writer_poke(); /* writes out what the rings hold */
 		snprintf(reply, n, "ok\nsampling=off\n");
+	} else if (rq.cmd == CTL_SEND) {
+		char err[512];
+		if (rq.send_stop) {
+			if (send_stop(0, err, sizeof(err))) {
+				reply_err(reply, n, "%s", err);
+			} else {
+				if (!has_output()) {
+					agent.cfg.paused = 1;
+					triggers_set_enabled(0);
+				}
+				snprintf(reply, n, "ok\n");
+			}
+		} else if (!rq.has_send) {
+			reply_err(reply, n, "send needs dir=SPOOL (strata ctl PID send URL)");
+		} else if (send_start(rq.send_dir, rq.every, rq.queue, 0, err, sizeof(err))) {
+			reply_err(reply, n, "%s", err);
+		} else {
+			agent.cfg.paused = 0;
+			triggers_set_enabled(1);
+			snprintf(reply, n, "ok\nsampling=on\n");
+		}
 	} else if (rq.cmd == CTL_ATTACH) {
+		static char busy[4096];
 		char err[512];
 		unsigned old_rate = agent.cfg.rate_hz;
-		if (has_output()) {
+		if (writer_output(busy, sizeof(busy))) {
 			/* Checked here too, so a busy agent keeps its rate. */
-			char busy[4096];
-			writer_output(busy, sizeof(busy));
 			reply_err(reply, n, "busy: already recording to %s", busy[0] ? busy : "a descriptor");
 		} else if (rq.rate && triggers_set_rate(rq.rate)) {
 			reply_err(reply, n, "this agent samples on events (-e): its period is fixed when it starts");
+		} else if (rq.has_send && send_start(rq.send_dir, rq.every, rq.queue, 1, err, sizeof(err))) {
+			triggers_set_rate(old_rate);
+			reply_err(reply, n, "%s", err);
 		} else if (writer_attach(fd, rq.has_path ? rq.path : NULL, rq.create, err, sizeof(err))) {
 			/* The new stream's records name the rate: it was set first. */
 			triggers_set_rate(old_rate);
+			if (rq.has_send)
+				send_stop(1, err + strlen(err), 1);
 			reply_err(reply, n, "%s", err);
 		} else {
 			agent.cfg.paused = rq.paused;
@@ -274,12 +309,17 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		}
 	} else if (rq.cmd == CTL_DETACH) {
 		char err[512];
-		triggers_set_enabled(0);
-		agent.cfg.paused = 1;
-		if (writer_detach(err, sizeof(err)))
+		if (writer_detach(err, sizeof(err))) {
 			reply_err(reply, n, "%s", err);
-		else
-			snprintf(reply, n, "ok\nsampling=off\n");
+		} else {
+			/* Sending that came with the attach ends with it. */
+			send_stop(1, err, sizeof(err));
+			if (!send_active()) {
+				triggers_set_enabled(0);
+				agent.cfg.paused = 1;
+			}
+			snprintf(reply, n, "ok\nsampling=%s\n", send_active() ? "on" : "off");
+		}
 	} else if (rq.cmd == CTL_DUMP) {
 		char err[512];
 		int64_t w = fd < 0 ? -1 : writer_dump(fd, err, sizeof(err));
@@ -293,7 +333,8 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		writer_flush_now();
 		snprintf(reply, n, "ok\n");
 	} else {
-		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush)", rq.name);
+		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush, send)",
+			  rq.name);
 	}
 	pthread_mutex_unlock(&C.cmd_lock);
 }

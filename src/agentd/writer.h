@@ -104,7 +104,11 @@ void state_reset(void);
 /* The REC_STACK index of a drained sample's stack, writing its REC_STACK
  * (and REC_CODE records before it) the first time; UINT32_MAX if memory
  * is short. */
-uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, const uint64_t *native);
+/* npy frames at py (the sample's, or its logical stack: tasks.h), with
+ * task boundaries (none: ts NULL). */
+struct tstack;
+uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, uint32_t npy, const uint64_t *native,
+		     const struct tstack *ts);
 struct centry *ctab_find(struct ctab *t, uint64_t addr, uint16_t first);
 /* Forgets the code objects that died (their samples are written). */
 void ctab_drop_dead(struct ctab *t);
@@ -120,5 +124,13 @@ int open_output(void);
 void flush_chunk(uint16_t flags);
 /* Ends the session of an output the agent created (attach). */
 void write_session_end(void);
+/* The REC_SESSION a file the agent makes begins with (an attach's
+ * output, a window for the sender), as of realtime/mono now. */
+void put_session(struct wbuf *recs, uint64_t realtime_ns, uint64_t mono);
+/* Whether the writer has a file to write (else only windows, or none). */
+int writer_has_file(void);
+/* Continuous profiling: the window is over (W.lock held, rings drained):
+ * the stream ends in every sink and the next one begins. */
+void writer_window_cut(void);
 
 #endif

@@ -20,10 +20,12 @@ static const struct {
 	{ "record", cmd_record, "run a command and record a profile of every Python process it starts" },
 	{ "report", cmd_report, "show the hottest functions and lines of a recorded profile" },
 	{ "annotate", cmd_annotate, "show the Python source with the cost of every line" },
+	{ "diff", cmd_diff, "compare two profiles: what got slower, by function, line or file" },
 	{ "convert", cmd_convert, "convert a profile for another tool (KCachegrind, speedscope, ...)" },
 	{ "dump", cmd_dump, "list the records of a .strata file (for debugging strata itself)" },
 	{ "top", cmd_top, "live view of a running program's hottest functions and lines" },
 	{ "stack", cmd_stack, "print every thread's Python stack of a running process, now (a stuck process)" },
+	{ "send", cmd_send, "send recorded profiles to an OpenTelemetry Collector (OTLP) or as pprof files" },
 	{ "ctl", cmd_ctl, "turn sampling on and off in a running process, ask its state, dump it" },
 };
 

@@ -4,6 +4,7 @@
 #include "ctlproto.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,19 @@ const char *ctl_get(const char *msg, const char *key, char *out, size_t n)
 	return NULL;
 }
 
+/* A decimal number of digits only, at most max; 0 for anything else. */
+static unsigned long digits(const char *s, unsigned long max)
+{
+	unsigned long v = 0;
+	size_t k = 0;
+	for (; s[k] >= '0' && s[k] <= '9'; k++) {
+		v = v * 10 + (unsigned long)(s[k] - '0');
+		if (v > max)
+			return 0;
+	}
+	return k && !s[k] ? v : 0;
+}
+
 int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t errlen)
 {
 	static const struct {
@@ -160,7 +174,7 @@ int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t 
 		enum ctl_cmd cmd;
 	} cmds[] = {
 		{ "status", CTL_STATUS }, { "start", CTL_START }, { "stop", CTL_STOP }, { "attach", CTL_ATTACH },
-		{ "detach", CTL_DETACH }, { "dump", CTL_DUMP }, { "flush", CTL_FLUSH },
+		{ "detach", CTL_DETACH }, { "dump", CTL_DUMP }, { "flush", CTL_FLUSH }, { "send", CTL_SEND },
 	};
 	memset(r, 0, sizeof(*r));
 	if (errlen)
@@ -173,20 +187,24 @@ int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(r->name, cmds[i].name))
 			r->cmd = cmds[i].cmd;
+	char num[32];
+	if (r->cmd == CTL_SEND || r->cmd == CTL_ATTACH) {
+		r->has_send = ctl_get(msg, r->cmd == CTL_SEND ? "dir" : "send", r->send_dir, sizeof(r->send_dir)) &&
+			      r->send_dir[0];
+		r->every = ctl_get(msg, "every", num, sizeof(num)) ? digits(num, UINT32_MAX) : 15000;
+		r->queue = ctl_get(msg, "queue", num, sizeof(num)) ? digits(num, UINT32_MAX) : 8;
+		r->send_stop = r->cmd == CTL_SEND && ctl_get(msg, "stop", num, sizeof(num));
+	}
 	if (r->cmd != CTL_ATTACH)
 		return 0;
 	r->has_path = ctl_get(msg, "path", r->path, sizeof(r->path)) != NULL;
-	char num[32];
 	r->create = ctl_get(msg, "create", num, sizeof(num)) && !strcmp(num, "1");
 	r->paused = ctl_get(msg, "paused", num, sizeof(num)) && !strcmp(num, "1");
 	if (ctl_get(msg, "rate", num, sizeof(num))) {
 		/* Digits only, in range: strtoul would take "-1" or
 		 * 4294967396 and wrap them into one. */
-		size_t k = 0;
-		unsigned long v = 0;
-		while (num[k] >= '0' && num[k] <= '9' && v <= CTL_RATE_MAX)
-			v = v * 10 + (unsigned long)(num[k++] - '0');
-		if (!k || num[k] || v < 1 || v > CTL_RATE_MAX) {
+		unsigned long v = digits(num, CTL_RATE_MAX);
+		if (!v) {
 			if (errlen)
 				snprintf(err, errlen, "rate %s is out of range (1..%d)", num, CTL_RATE_MAX);
 			return -1;

@@ -58,7 +58,7 @@ const char *ctl_get(const char *msg, const char *key, char *out, size_t n);
  * Parsed apart from acting on it so that it is tested (and fuzzed) on
  * its own: the bytes come from whoever connected. */
 enum ctl_cmd {
-	CTL_UNKNOWN = 0, CTL_STATUS, CTL_START, CTL_STOP, CTL_ATTACH, CTL_DETACH, CTL_DUMP, CTL_FLUSH,
+	CTL_UNKNOWN = 0, CTL_STATUS, CTL_START, CTL_STOP, CTL_ATTACH, CTL_DETACH, CTL_DUMP, CTL_FLUSH, CTL_SEND,
 };
 #define CTL_RATE_MAX 100000
 struct ctl_request {
@@ -69,6 +69,12 @@ struct ctl_request {
 	int has_path;
 	int create, paused;    /* create=1, paused=1 */
 	unsigned rate;         /* rate=HZ, 1..CTL_RATE_MAX; 0: keep the agent's */
+	/* send (dir=D) and attach (send=D): windows to the spool D */
+	char send_dir[512];
+	int has_send;          /* the key is there and not empty */
+	unsigned every, queue; /* every=MS (default 15000), queue=N (default 8);
+	                        * 0 when not a number (the sender's defaults) */
+	int send_stop;         /* send: stop=... */
 };
 
 /* Parses `msg` (a NUL-terminated request). Returns 0, or -1 with the
