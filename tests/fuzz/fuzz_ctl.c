@@ -5,7 +5,8 @@
  *  - ctl_recv (src/common/ctlproto.c) over a real SOCK_SEQPACKET pair,
  *    with or without a descriptor attached, messages of any length;
  *  - the helper's request parser (ctl_parse_request, which
- *    src/agentd/control.c acts on): command, path, create, paused, rate;
+ *    src/agentd/control.c acts on): command, path, create, paused, rate,
+ *    and sending's dir, send, every, queue, stop;
  *  - the CLI reading a reply (src/cli/attach/attach.c, included here for
  *    its static readers): every key of a status reply, and the check of
  *    a running agent's settings against the ones asked for.
@@ -51,7 +52,8 @@ static int open_fds(void)
 
 static const char *const keys[] = { "pid", "python", "mode", "rate", "events", "sampling", "samples", "dropped",
 				    "threads", "loaded", "output", "native", "depth", "perfmap", "jitlines",
-				    "period", "objects", "stream", "bytes", "path", "create", "paused", "" };
+				    "period", "objects", "stream", "bytes", "path", "create", "paused", "send",
+				    "dir", "every", "queue", "stop", "" };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -82,7 +84,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char err[128];
 		if (ctl_parse_request(msg, &r, err, sizeof(err)) == 0) {
 			FUZZ_CHECK(r.cmd != CTL_ATTACH || r.rate <= CTL_RATE_MAX);
-			FUZZ_CHECK(strlen(r.name) < sizeof(r.name) && strlen(r.path) < sizeof(r.path));
+			FUZZ_CHECK(strlen(r.name) < sizeof(r.name) && strlen(r.path) < sizeof(r.path) &&
+				   strlen(r.send_dir) < sizeof(r.send_dir));
+			FUZZ_CHECK(!r.has_send || r.send_dir[0]);
 		} else {
 			FUZZ_CHECK(r.cmd == CTL_ATTACH && err[0]);
 		}

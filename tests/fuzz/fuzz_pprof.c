@@ -8,6 +8,8 @@
  * non-zero and unique, every location, function and mapping a sample or
  * line names exists, and every sample has one value per sample type.
  *
+ * `-f otlp`'s output must at least parse as protobuf (wire_ok).
+ *
  * Input: a .strata file or pieces (pieces.h), loaded as `strata convert`
  * loads it. pprof runs on every input; one other exporter, chosen by the
  * input's length, on each.
@@ -272,6 +274,63 @@ static void round_trip(const uint8_t *gz, size_t n)
 	free(out);
 }
 
+/* -f otlp (src/export/otlp.c, what the sender posts): protobuf that parses
+ * as such, the request and each message in it (resource_profiles = 1,
+ * dictionary = 2). The schema itself is not checked here: no decoder of
+ * OTLP profiles is at hand (docs/fuzzing.md). */
+static int wire_ok(const uint8_t *d, size_t n, int top)
+{
+	const uint8_t *p = d, *end = d + n;
+	while (p < end) {
+		uint64_t key = 0;
+		int shift = 0;
+		do {
+			if (p == end || shift > 63)
+				return 0;
+			key |= (uint64_t)(*p & 0x7f) << shift;
+			shift += 7;
+		} while (*p++ & 0x80);
+		uint64_t v = 0;
+		switch (key & 7) {
+		case 0:
+			for (shift = 0;; shift += 7) {
+				if (p == end || shift > 63)
+					return 0;
+				if (!(*p++ & 0x80))
+					break;
+			}
+			break;
+		case 1:
+		case 5: {
+			size_t w = (key & 7) == 1 ? 8 : 4;
+			if ((size_t)(end - p) < w)
+				return 0;
+			p += w;
+			break;
+		}
+		case 2:
+			for (shift = 0;; shift += 7) {
+				if (p == end || shift > 63)
+					return 0;
+				v |= (uint64_t)(*p & 0x7f) << shift;
+				if (!(*p++ & 0x80))
+					break;
+			}
+			if (v > (uint64_t)(end - p))
+				return 0;
+			if (top && ((key >> 3) == 1 || (key >> 3) == 2) && !wire_ok(p, (size_t)v, 0))
+				return 0;
+			p += v;
+			break;
+		default:
+			return 0;
+		}
+		if (!(key >> 3))
+			return 0;
+	}
+	return 1;
+}
+
 static int export_to_memory(const struct exporter *ex, const struct profile *p, uint8_t **out, size_t *n)
 {
 	char *buf = NULL;
@@ -310,7 +369,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			nex++;
 		const struct exporter *ex = exporters[size % nex];
 		if (strcmp(ex->name, "pprof")) {
-			export_to_memory(ex, p, &out, &n);
+			int rc = export_to_memory(ex, p, &out, &n);
+			if (rc == 0 && !strcmp(ex->name, "otlp"))
+				FUZZ_CHECK(wire_ok(out, n, 1));
 			free(out);
 		}
 	}

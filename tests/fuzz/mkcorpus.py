@@ -3,8 +3,8 @@
 tests/fuzz/corpus/NAME/, from real inputs (`make fuzz-corpus` runs it):
 
   reader         profiles of the functional tests' programs, recorded with
-                 build/bin/strata (cpu, wall, --native, --objects, Numba
-                 with --jit-lines, CPython 3.12's -X perf) and the unit
+                 build/bin/strata (cpu, wall, --native, --objects, asyncio
+                 tasks, Numba with --jit-lines, CPython 3.12's -X perf) and the unit
                  tests' recordings, each as a file and as pieces
                  (mkcorpus.c), and synthetic records; pprof shares them
   cfi            .eh_frame of libpython, NumPy's and Numba's extension
@@ -225,6 +225,7 @@ def profiles():
         ("wall", ["--mode", "wall", "-F", "200"], [PY, str(PROGRAMS / "threads4.py"), "0.3"], None),
         ("native", ["--native", "-F", "200"], [PY, split, "0.15"], None),
         ("objects", ["--objects", "-F", "200"], [PY, str(PROGRAMS / "objects.py"), "dicts"], None),
+        ("asyncio", ["--mode", "wall", "-F", "200"], [PY, str(PROGRAMS / "async_tasks.py"), "wait", "5"], None),
     ]:
         got.append((name, record(name, opts, cmd, env)))
     if have_numba():
@@ -480,7 +481,9 @@ def make_elfsect():
 
 
 REQUESTS = ["status\n", "start\n", "stop\n", "flush\n", "detach\n", "dump\n", "bogus\n",
-            "attach\npath=/tmp/app.strata\npaused=1\nrate=1000\n", "attach\ncreate=1\npath=/tmp/a b.strata\n"]
+            "attach\npath=/tmp/app.strata\npaused=1\nrate=1000\n", "attach\ncreate=1\npath=/tmp/a b.strata\n",
+            "send\ndir=/tmp/spool\nevery=15000\nqueue=8\n", "send\nstop=1\n",
+            "attach\npath=/tmp/app.strata\nsend=/tmp/spool\nevery=5000\nqueue=4\n"]
 
 
 def agent_replies():

@@ -40,6 +40,17 @@ static void requests(void)
 	}
 	CHECK_EQ(ctl_parse_request("attach\nrate=100000\n", &r, err, sizeof(err)), 0);
 	CHECK_EQ(r.rate, 100000);
+	/* Sending: strata ctl PID send, record --send's attach. */
+	CHECK_EQ(ctl_parse_request("send\ndir=/tmp/spool\nevery=5000\nqueue=4\n", &r, err, sizeof(err)), 0);
+	CHECK(r.cmd == CTL_SEND && r.has_send && !r.send_stop);
+	CHECK_STR(r.send_dir, "/tmp/spool");
+	CHECK(r.every == 5000 && r.queue == 4);
+	CHECK_EQ(ctl_parse_request("send\nstop=1\n", &r, err, sizeof(err)), 0);
+	CHECK(r.send_stop && !r.has_send);
+	CHECK_EQ(ctl_parse_request("attach\npath=x\nsend=/s\n", &r, err, sizeof(err)), 0);
+	CHECK(r.has_send && r.every == 15000 && r.queue == 8);
+	CHECK_EQ(ctl_parse_request("send\ndir=\nevery=-5\nqueue=99999999999\n", &r, err, sizeof(err)), 0);
+	CHECK(!r.has_send && r.every == 0 && r.queue == 0); /* the sender's defaults */
 }
 
 static void values(void)
