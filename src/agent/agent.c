@@ -162,6 +162,11 @@ static int state_fresh(void)
 	agent.sampler_slot = NULL;
 	atomic_store(&agent.retired_samples, 0);
 	atomic_store(&agent.retired_dropped, 0);
+	atomic_store(&agent.handoff_waits, 0);
+	atomic_store(&agent.handoff_ns, 0);
+	atomic_store(&agent.handoff_max_ns, 0);
+	atomic_store(&agent.handoff_timeouts, 0);
+	atomic_store(&agent.handoff_reroutes, 0);
 	atomic_store(&agent.writer_idle, 0);
 	atomic_store(&agent.unwind_cur, NULL);
 	atomic_store(&agent.unwind_miss, 0);

@@ -214,14 +214,20 @@ static void cmd_status(char *reply, size_t n)
 	snprintf(reply, n,
 		 "ok\npid=%d\npython=%s\nmode=%s\nrate=%u\nevents=%s\nsampling=%s\nsamples=%llu\ndropped=%llu\n"
 		 "threads=%u\nloaded=%s\noutput=%s\nnative=%d\ndepth=%u\nperfmap=%d\njitlines=%d\nperiod=%llu\n"
-		 "objects=%llu\n",
+		 "objects=%llu\nsignal_handoffs=%llu\nsignal_handoff_us=%llu\nsignal_handoff_max_us=%llu\n"
+		 "signal_handoff_timeouts=%llu\nsignal_reroutes=%llu\n",
 		 (int)agent.pid, agent.python_version, agent.cfg.mode == MODE_WALL ? "wall" : "cpu", agent_rate_hz(),
 		 events, atomic_load(&agent.sampling) ? "on" : "off", (unsigned long long)samples,
 		 (unsigned long long)dropped, threads, agent.by_tid ? "dlopen" : "preload",
 		 has ? (out[0] ? out : "(descriptor)") : "", agent.cfg.native, agent.cfg.max_depth, agent.cfg.perf_map,
 		 (agent.stream_flags & PROC_JIT_LINES) != 0,
 		 (unsigned long long)(agent.trigger == TRIGGER_PERF_EVENT ? agent.cfg.event_period : 0),
-		 (unsigned long long)(agent.cfg.objects ? agent.cfg.objects_rate : 0));
+		 (unsigned long long)(agent.cfg.objects ? agent.cfg.objects_rate : 0),
+		 (unsigned long long)atomic_load(&agent.handoff_waits),
+		 (unsigned long long)(atomic_load(&agent.handoff_ns) / 1000),
+		 (unsigned long long)(atomic_load(&agent.handoff_max_ns) / 1000),
+		 (unsigned long long)atomic_load(&agent.handoff_timeouts),
+		 (unsigned long long)atomic_load(&agent.handoff_reroutes));
 	size_t l = strlen(reply);
 	if (l < n)
 		send_status(reply + l, n - l);
