@@ -1,7 +1,8 @@
 # strata — build, test and demo.
 #
 #   make            build the CLI and one agent module per Python found
-#   make check      install test dependencies, build, run every test
+#   make check      install test dependencies, build, run every test (the
+#                   fuzz targets too, a few seconds each: tests/fuzz/fuzz.mk)
 #   make demo       install, build, profile examples/demo.py, print the report
 #   make cpython-tests   CPython's own regression tests (threads, signals, fork,
 #                   subprocess, select, os, queue) under strata record on every
@@ -91,7 +92,7 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests
+.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
@@ -154,6 +155,7 @@ check: deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) asan
+	$(MAKE) fuzz-check
 	$(MAKE) func
 	$(MAKE) -j2 --output-sync=target cpython-tests sid-or-skip
 

@@ -223,6 +223,20 @@ static void classify(csh h, const cs_insn *i, struct ins *o)
 	}
 }
 
+/* How far a function can move its stack pointer: further (only bytes
+ * that are not real code do) is not followed, and the height stays far
+ * from int32's limits. */
+#define STACK_SPAN (1 << 28)
+
+/* off - imm as the new height, or -1 past STACK_SPAN. */
+static int height(int32_t off, int64_t imm, int32_t *out)
+{
+	if (imm < -STACK_SPAN || imm > STACK_SPAN || off - imm < -STACK_SPAN || off - imm > STACK_SPAN)
+		return -1;
+	*out = (int32_t)(off - imm);
+	return 0;
+}
+
 /* The state after `in`, from s. Returns 0, or -1 if it cannot be followed. */
 static int step(const struct ins *in, struct state *s)
 {
@@ -257,15 +271,16 @@ static int step(const struct ins *in, struct state *s)
 		break;
 	}
 	case K_RSP_ADD:
-		if (s->off_known)
-			s->off -= (int32_t)in->imm;
-		else if (!s->fp)
+		if (s->off_known) {
+			if (height(s->off, in->imm, &s->off))
+				return -1;
+		} else if (!s->fp) {
 			return -1;
+		}
 		break;
 	case K_RSP_FROM_RBP:
-		if (!s->fp)
+		if (!s->fp || height(s->fp_off, in->imm, &s->off))
 			return -1;
-		s->off = s->fp_off - (int32_t)in->imm;
 		s->off_known = 1;
 		break;
 	case K_RBP_FROM_RSP:

@@ -239,16 +239,6 @@ static void cmd_status(char *reply, size_t n)
 }
 
 /* The send keys of a request (send, attach): dir, every (ms), queue. */
-static int send_keys(const char *req, const char *dirkey, char *dir, size_t dn, unsigned *every, unsigned *queue)
-{
-	char num[32];
-	if (!ctl_get(req, dirkey, dir, dn) || !*dir)
-		return 0;
-	*every = ctl_get(req, "every", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 15000;
-	*queue = ctl_get(req, "queue", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 8;
-	return 1;
-}
-
 /* A file, or windows to send: something to record to. */
 static int has_output(void)
 {
@@ -258,20 +248,19 @@ static int has_output(void)
 
 void control_exec(const char *req, int fd, char *reply, size_t n)
 {
-	char cmd[32], val[4096];
-	size_t cl = strcspn(req, "\n");
-	if (cl >= sizeof(cmd))
-		cl = sizeof(cmd) - 1;
-	memcpy(cmd, req, cl);
-	cmd[cl] = 0;
+	static struct ctl_request rq; /* one command at a time (cmd_lock) */
+	char perr[128];
 	pthread_mutex_lock(&C.cmd_lock);
+	int bad = ctl_parse_request(req, &rq, perr, sizeof(perr));
 	if (!agent.active) {
 		reply_err(reply, n, "the agent is not active in this process");
 	} else if (atomic_load(&agent.stopping)) {
 		reply_err(reply, n, "the process is exiting");
-	} else if (!strcmp(cmd, "status")) {
+	} else if (bad) {
+		reply_err(reply, n, "%s", perr);
+	} else if (rq.cmd == CTL_STATUS) {
 		cmd_status(reply, n);
-	} else if (!strcmp(cmd, "start")) {
+	} else if (rq.cmd == CTL_START) {
 		if (!has_output()) {
 			reply_err(reply, n, "no output to record to: attach one first (strata record --pid, strata top --pid)");
 		} else {
@@ -279,15 +268,14 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			triggers_set_enabled(1);
 			snprintf(reply, n, "ok\nsampling=on\n");
 		}
-	} else if (!strcmp(cmd, "stop")) {
+	} else if (rq.cmd == CTL_STOP) {
 		agent.cfg.paused = 1;
 		triggers_set_enabled(0);
 		writer_poke(); /* writes out what the rings hold */
 		snprintf(reply, n, "ok\nsampling=off\n");
-	} else if (!strcmp(cmd, "send")) {
-		char err[512], dir[512], num[32];
-		unsigned every, queue;
-		if (ctl_get(req, "stop", num, sizeof(num))) {
+	} else if (rq.cmd == CTL_SEND) {
+		char err[512];
+		if (rq.send_stop) {
 			if (send_stop(0, err, sizeof(err))) {
 				reply_err(reply, n, "%s", err);
 			} else {
@@ -297,49 +285,40 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 				}
 				snprintf(reply, n, "ok\n");
 			}
-		} else if (!send_keys(req, "dir", dir, sizeof(dir), &every, &queue)) {
+		} else if (!rq.has_send) {
 			reply_err(reply, n, "send needs dir=SPOOL (strata ctl PID send URL)");
-		} else if (send_start(dir, every, queue, 0, err, sizeof(err))) {
+		} else if (send_start(rq.send_dir, rq.every, rq.queue, 0, err, sizeof(err))) {
 			reply_err(reply, n, "%s", err);
 		} else {
 			agent.cfg.paused = 0;
 			triggers_set_enabled(1);
 			snprintf(reply, n, "ok\nsampling=on\n");
 		}
-	} else if (!strcmp(cmd, "attach")) {
+	} else if (rq.cmd == CTL_ATTACH) {
 		static char busy[4096];
-		char err[512], sdir[512];
-		unsigned every, queue;
-		int sending = send_keys(req, "send", sdir, sizeof(sdir), &every, &queue);
-		const char *path = ctl_get(req, "path", val, sizeof(val));
-		char num[32];
-		int create = ctl_get(req, "create", num, sizeof(num)) && atoi(num) == 1;
-		int paused = ctl_get(req, "paused", num, sizeof(num)) && atoi(num) == 1;
-		unsigned rate = ctl_get(req, "rate", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 0;
+		char err[512];
 		unsigned old_rate = agent.cfg.rate_hz;
-		if (rate && (rate < 1 || rate > 100000)) {
-			reply_err(reply, n, "rate %u is out of range (1..100000)", rate);
-		} else if (writer_output(busy, sizeof(busy))) {
+		if (writer_output(busy, sizeof(busy))) {
 			/* Checked here too, so a busy agent keeps its rate. */
 			reply_err(reply, n, "busy: already recording to %s", busy[0] ? busy : "a descriptor");
-		} else if (rate && triggers_set_rate(rate)) {
+		} else if (rq.rate && triggers_set_rate(rq.rate)) {
 			reply_err(reply, n, "this agent samples on events (-e): its period is fixed when it starts");
-		} else if (sending && send_start(sdir, every, queue, 1, err, sizeof(err))) {
+		} else if (rq.has_send && send_start(rq.send_dir, rq.every, rq.queue, 1, err, sizeof(err))) {
 			triggers_set_rate(old_rate);
 			reply_err(reply, n, "%s", err);
-		} else if (writer_attach(fd, path, create, err, sizeof(err))) {
+		} else if (writer_attach(fd, rq.has_path ? rq.path : NULL, rq.create, err, sizeof(err))) {
 			/* The new stream's records name the rate: it was set first. */
 			triggers_set_rate(old_rate);
-			if (sending)
+			if (rq.has_send)
 				send_stop(1, err + strlen(err), 1);
 			reply_err(reply, n, "%s", err);
 		} else {
-			agent.cfg.paused = paused;
-			triggers_set_enabled(!paused);
+			agent.cfg.paused = rq.paused;
+			triggers_set_enabled(!rq.paused);
 			snprintf(reply, n, "ok\nstream=%llu\nsampling=%s\n", (unsigned long long)agent.stream,
-				 paused ? "off" : "on");
+				 rq.paused ? "off" : "on");
 		}
-	} else if (!strcmp(cmd, "detach")) {
+	} else if (rq.cmd == CTL_DETACH) {
 		char err[512];
 		if (writer_detach(err, sizeof(err))) {
 			reply_err(reply, n, "%s", err);
@@ -352,7 +331,7 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			}
 			snprintf(reply, n, "ok\nsampling=%s\n", send_active() ? "on" : "off");
 		}
-	} else if (!strcmp(cmd, "dump")) {
+	} else if (rq.cmd == CTL_DUMP) {
 		char err[512];
 		int64_t w = fd < 0 ? -1 : writer_dump(fd, err, sizeof(err));
 		if (fd < 0)
@@ -361,11 +340,12 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 			reply_err(reply, n, "%s", err);
 		else
 			snprintf(reply, n, "ok\nbytes=%lld\n", (long long)w);
-	} else if (!strcmp(cmd, "flush")) {
+	} else if (rq.cmd == CTL_FLUSH) {
 		writer_flush_now();
 		snprintf(reply, n, "ok\n");
 	} else {
-		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush, send)", cmd);
+		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush, send)",
+			  rq.name);
 	}
 	pthread_mutex_unlock(&C.cmd_lock);
 }

@@ -277,7 +277,11 @@ static void image_funcs(struct jimg *g, const uint8_t *e, size_t len, const Elf6
 				continue;
 			Elf64_Shdr t;
 			memcpy(&t, e + eh->e_shoff + (size_t)y.st_shndx * sizeof(t), sizeof(t));
-			if (!(t.sh_flags & SHF_EXECINSTR) || !t.sh_addr || y.st_value + y.st_size > t.sh_size)
+			/* Inside its section, which does not wrap around the
+			 * address space: [start, end) is never empty or
+			 * reversed (the unwinder derives rules over it). */
+			if (!(t.sh_flags & SHF_EXECINSTR) || !t.sh_addr || t.sh_addr + t.sh_size < t.sh_addr ||
+			    y.st_value > t.sh_size || y.st_size > t.sh_size - y.st_value)
 				continue;
 			g->funcs[g->nfuncs][0] = t.sh_addr + y.st_value;
 			g->funcs[g->nfuncs][1] = t.sh_addr + y.st_value + y.st_size;
@@ -387,16 +391,23 @@ static struct jimg *find_img(uint64_t entry, uint64_t symfile, uint64_t size)
  * ones. Returns 0 when the walk was clean, -1 to retry next pass. */
 static int walk(uint32_t di, struct gdb_jit_descriptor *d, int *changed, struct wbuf *recs)
 {
-	uint64_t e = d->first_entry;
+	uint64_t e = d->first_entry, prev = 0;
 	uint32_t steps = 0;
 	while (e) {
 		struct gdb_jit_entry ent;
-		if (++steps > MAX_WALK || remote_read(&ent, e, sizeof(ent)))
+		/* Each entry points back at the one before it (the first at
+		 * none): a list that loops, or one LLVM is editing now, is
+		 * left after one lap, not walked MAX_WALK times. */
+		if (++steps > MAX_WALK || remote_read(&ent, e, sizeof(ent)) || ent.prev != prev)
 			return -1;
 		struct jimg *g = find_img(e, ent.symfile_addr, ent.symfile_size);
+		unsigned char id[EI_NIDENT];
 		if (g) {
 			g->seen = 1;
-		} else if (ent.symfile_size && ent.symfile_size <= JIT_MAX_IMAGE) {
+		} else if (ent.symfile_size >= sizeof(Elf64_Ehdr) && ent.symfile_size <= JIT_MAX_IMAGE &&
+			   !remote_read(id, ent.symfile_addr, sizeof(id)) && !memcmp(id, ELFMAG, SELFMAG)) {
+			/* An ELF image, by its first bytes, before its size
+			 * (up to JIT_MAX_IMAGE) is allocated and copied. */
 			g = calloc(1, sizeof(*g));
 			uint8_t *elf = g ? malloc(ent.symfile_size) : NULL;
 			if (!elf || remote_read(elf, ent.symfile_addr, ent.symfile_size) ||
@@ -426,6 +437,7 @@ static int walk(uint32_t di, struct gdb_jit_descriptor *d, int *changed, struct 
 				notify(g, 1);
 			}
 		}
+		prev = e;
 		e = ent.next;
 	}
 	return 0;

@@ -49,7 +49,7 @@ int record_events_setup(const char *list, const char *period_arg, unsigned rate_
 			char *out_events, size_t out_len, uint64_t *period, int *clock);
 void record_events_list(FILE *out);
 
-/* Shared helpers (main.c). */
+/* Shared helpers (helpers.c). */
 void die_usage(const char *usage) __attribute__((noreturn));
 /* A decimal number in [lo, hi] and nothing else (no sign, no blanks):
  * 0, or -1 if `s` is anything else. */

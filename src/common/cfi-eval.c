@@ -70,6 +70,21 @@ enum {
 	OP_lit0 = 0x30, OP_breg0 = 0x70,
 };
 
+/* An operand times the CIE's data alignment factor. A result no rule can
+ * hold (past int64, and so past the int16/int32 offsets of cfi.h) comes
+ * out as INT64_MAX, which the callers turn into an unsupported rule: the
+ * multiplication itself must not overflow on hostile input. */
+static int64_t factored(int64_t v, int64_t align)
+{
+	int64_t r;
+	return __builtin_mul_overflow(v, align, &r) ? INT64_MAX : r;
+}
+
+static int64_t ufactored(uint64_t v, int64_t align)
+{
+	return v > INT64_MAX ? INT64_MAX : factored((int64_t)v, align);
+}
+
 static void set_reg(struct cfi_rules *st, uint64_t reg, uint8_t kind, uint64_t r2, int64_t off)
 {
 	if (reg >= CFI_NREGS)
@@ -133,6 +148,11 @@ static void reg_expression(struct cfi_rules *st, uint64_t reg, const uint8_t *p,
 
 void advance(struct exec *x, uint64_t to)
 {
+	/* A CIE's initial instructions set the rules an FDE starts with; an
+	 * advance among them (only a hostile file has one) is ignored, or
+	 * the FDE would start with a stretch no row covers. */
+	if (!x->emit)
+		return;
 	if (to > x->end)
 		to = x->end;
 	if (x->eval) {
@@ -163,7 +183,7 @@ int run(struct exec *x, const uint8_t *p, const uint8_t *end)
 			advance(x, x->loc + low * ci->code_align);
 			continue;
 		case CFA_offset:
-			set_reg(&x->st, low, REG_AT_CFA, 0, (int64_t)rd_uleb(&c) * ci->data_align);
+			set_reg(&x->st, low, REG_AT_CFA, 0, ufactored(rd_uleb(&c), ci->data_align));
 			continue;
 		case CFA_restore:
 			if (low < CFI_NREGS)
@@ -173,36 +193,38 @@ int run(struct exec *x, const uint8_t *p, const uint8_t *end)
 		switch (op) {
 		case CFA_nop:
 			break;
-		case CFA_set_loc:
-			if (ci->addr_size == 0) {
-				uint64_t a = rd_enc(&c, x->s, ci->fde_enc, 0, 0) + x->s->bias;
-				advance(x, a);
-			} else {
-				advance(x, rd_u(&c, ci->addr_size) + x->s->bias);
-			}
+		case CFA_set_loc: {
+			uint64_t a = ci->addr_size ? rd_u(&c, ci->addr_size) : rd_enc(&c, x->s, ci->fde_enc, 0, 0);
+			/* An operand cut short is no location (a pc-relative
+			 * one would be the operand's own address): the
+			 * program is malformed here, and nothing moves. */
+			if (!c.err)
+				advance(x, a + x->s->bias);
 			break;
+		}
 		case CFA_advance_loc1: advance(x, x->loc + rd_u(&c, 1) * ci->code_align); break;
 		case CFA_advance_loc2: advance(x, x->loc + rd_u(&c, 2) * ci->code_align); break;
 		case CFA_advance_loc4: advance(x, x->loc + rd_u(&c, 4) * ci->code_align); break;
 		case CFA_offset_extended:
 			reg = rd_uleb(&c);
-			set_reg(&x->st, reg, REG_AT_CFA, 0, (int64_t)rd_uleb(&c) * ci->data_align);
+			set_reg(&x->st, reg, REG_AT_CFA, 0, ufactored(rd_uleb(&c), ci->data_align));
 			break;
 		case CFA_offset_extended_sf:
 			reg = rd_uleb(&c);
-			set_reg(&x->st, reg, REG_AT_CFA, 0, rd_sleb(&c) * ci->data_align);
+			set_reg(&x->st, reg, REG_AT_CFA, 0, factored(rd_sleb(&c), ci->data_align));
 			break;
 		case CFA_GNU_negative_offset_extended:
 			reg = rd_uleb(&c);
-			set_reg(&x->st, reg, REG_AT_CFA, 0, -(int64_t)rd_uleb(&c) * ci->data_align);
+			off = ufactored(rd_uleb(&c), ci->data_align);
+			set_reg(&x->st, reg, REG_AT_CFA, 0, off == INT64_MIN ? INT64_MAX : -off);
 			break;
 		case CFA_val_offset:
 			reg = rd_uleb(&c);
-			set_reg(&x->st, reg, REG_VAL_CFA, 0, (int64_t)rd_uleb(&c) * ci->data_align);
+			set_reg(&x->st, reg, REG_VAL_CFA, 0, ufactored(rd_uleb(&c), ci->data_align));
 			break;
 		case CFA_val_offset_sf:
 			reg = rd_uleb(&c);
-			set_reg(&x->st, reg, REG_VAL_CFA, 0, rd_sleb(&c) * ci->data_align);
+			set_reg(&x->st, reg, REG_VAL_CFA, 0, factored(rd_sleb(&c), ci->data_align));
 			break;
 		case CFA_restore_extended:
 			reg = rd_uleb(&c);
@@ -230,7 +252,7 @@ int run(struct exec *x, const uint8_t *p, const uint8_t *end)
 		case CFA_def_cfa:
 		case CFA_def_cfa_sf:
 			reg = rd_uleb(&c);
-			off = op == CFA_def_cfa ? (int64_t)rd_uleb(&c) : rd_sleb(&c) * ci->data_align;
+			off = op == CFA_def_cfa ? ufactored(rd_uleb(&c), 1) : factored(rd_sleb(&c), ci->data_align);
 			if (reg < CFI_NREGS && off >= INT32_MIN && off <= INT32_MAX)
 				x->st.cfa = (struct cfi_cfa){ CFA_REG, (uint8_t)reg, 0, 0, (int32_t)off };
 			else
@@ -245,7 +267,7 @@ int run(struct exec *x, const uint8_t *p, const uint8_t *end)
 			break;
 		case CFA_def_cfa_offset:
 		case CFA_def_cfa_offset_sf:
-			off = op == CFA_def_cfa_offset ? (int64_t)rd_uleb(&c) : rd_sleb(&c) * ci->data_align;
+			off = op == CFA_def_cfa_offset ? ufactored(rd_uleb(&c), 1) : factored(rd_sleb(&c), ci->data_align);
 			if (x->st.cfa.kind == CFA_REG && off >= INT32_MIN && off <= INT32_MAX)
 				x->st.cfa.off = (int32_t)off;
 			else
@@ -298,7 +320,9 @@ int read_entry(const struct cfi_source *s, size_t off, struct entry *e)
 		return -1;
 	if (len == 0)
 		return 0;
-	if (len > (uint64_t)(c.end - c.p))
+	/* The id field is inside the entry: a shorter one would put its
+	 * body past its end, and every cursor over it out of bounds. */
+	if (len > (uint64_t)(c.end - c.p) || len < (e->is64 ? 8u : 4u))
 		return -1;
 	e->off = off;
 	e->end = c.p + len;
@@ -440,7 +464,9 @@ int cfi_eval_hdr(const struct cfi_source *s, uint64_t hdr, uint64_t pc, struct c
 		if (need(&f, zlen))
 			f.p += zlen;
 	}
-	if (f.err || pc < start || pc - start >= range)
+	/* The bounds the table compiler (cfi.c's do_fde) puts on an FDE:
+	 * the two give the same rules. */
+	if (f.err || range > UINT32_MAX || start + range < start || pc < start || pc - start >= range)
 		return -1;
 	struct exec x;
 	memset(&x, 0, sizeof(x));

@@ -244,6 +244,11 @@ static int do_fde(struct builder *b, struct cie_cache *cc, const struct cfi_sour
 		if (rc == 0) {
 			advance(x, x->end);
 			end_span(b, start, x->end, first_row);
+		} else if (b->nrows > first_row) {
+			/* Malformed part way: the rows before the bad
+			 * instruction stand, up to where it is (as
+			 * cfi_eval_hdr gives them), and a gap closes them. */
+			end_span(b, start, x->loc, first_row);
 		}
 	}
 	free(x);
@@ -305,7 +310,8 @@ static int finish(struct builder *b, struct cfi_table *t)
 	/* Each FDE's rows are in order already; FDEs usually are too. If
 	 * not, order the FDEs (far fewer than rows) and concatenate; only
 	 * overlapping FDEs need a sort of all rows. */
-	qsort(b->fdes, b->nfdes, sizeof(*b->fdes), span_cmp);
+	if (b->nfdes)
+		qsort(b->fdes, b->nfdes, sizeof(*b->fdes), span_cmp);
 	if (!rows_sorted(b->rows, b->nrows)) {
 		struct row *n = malloc(b->nrows * sizeof(*n));
 		if (!n) {
@@ -325,7 +331,12 @@ static int finish(struct builder *b, struct cfi_table *t)
 		if (!rows_sorted(b->rows, b->nrows))
 			qsort(b->rows, b->nrows, sizeof(*b->rows), row_cmp);
 	}
+	/* An FDE may start before its first row (a CIE program that
+	 * advances the location, an FDE that is all gap): the table starts
+	 * at whichever comes first, so that fde_pc stays ascending. */
 	uint64_t base = b->rows[0].pc, end = b->rows[b->nrows - 1].pc;
+	if (b->nfdes && b->fdes[0].start < base)
+		base = b->fdes[0].start;
 	if (end - base > UINT32_MAX) {
 		builder_free(b);
 		return CFI_E_FORMAT;

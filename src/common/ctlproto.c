@@ -4,7 +4,9 @@
 #include "ctlproto.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -150,4 +152,64 @@ const char *ctl_get(const char *msg, const char *key, char *out, size_t n)
 		p = nl;
 	}
 	return NULL;
+}
+
+/* A decimal number of digits only, at most max; 0 for anything else. */
+static unsigned long digits(const char *s, unsigned long max)
+{
+	unsigned long v = 0;
+	size_t k = 0;
+	for (; s[k] >= '0' && s[k] <= '9'; k++) {
+		v = v * 10 + (unsigned long)(s[k] - '0');
+		if (v > max)
+			return 0;
+	}
+	return k && !s[k] ? v : 0;
+}
+
+int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		enum ctl_cmd cmd;
+	} cmds[] = {
+		{ "status", CTL_STATUS }, { "start", CTL_START }, { "stop", CTL_STOP }, { "attach", CTL_ATTACH },
+		{ "detach", CTL_DETACH }, { "dump", CTL_DUMP }, { "flush", CTL_FLUSH }, { "send", CTL_SEND },
+	};
+	memset(r, 0, sizeof(*r));
+	if (errlen)
+		err[0] = 0;
+	size_t cl = strcspn(msg, "\n");
+	if (cl >= sizeof(r->name))
+		cl = sizeof(r->name) - 1;
+	memcpy(r->name, msg, cl);
+	r->name[cl] = 0;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(r->name, cmds[i].name))
+			r->cmd = cmds[i].cmd;
+	char num[32];
+	if (r->cmd == CTL_SEND || r->cmd == CTL_ATTACH) {
+		r->has_send = ctl_get(msg, r->cmd == CTL_SEND ? "dir" : "send", r->send_dir, sizeof(r->send_dir)) &&
+			      r->send_dir[0];
+		r->every = ctl_get(msg, "every", num, sizeof(num)) ? digits(num, UINT32_MAX) : 15000;
+		r->queue = ctl_get(msg, "queue", num, sizeof(num)) ? digits(num, UINT32_MAX) : 8;
+		r->send_stop = r->cmd == CTL_SEND && ctl_get(msg, "stop", num, sizeof(num));
+	}
+	if (r->cmd != CTL_ATTACH)
+		return 0;
+	r->has_path = ctl_get(msg, "path", r->path, sizeof(r->path)) != NULL;
+	r->create = ctl_get(msg, "create", num, sizeof(num)) && !strcmp(num, "1");
+	r->paused = ctl_get(msg, "paused", num, sizeof(num)) && !strcmp(num, "1");
+	if (ctl_get(msg, "rate", num, sizeof(num))) {
+		/* Digits only, in range: strtoul would take "-1" or
+		 * 4294967396 and wrap them into one. */
+		unsigned long v = digits(num, CTL_RATE_MAX);
+		if (!v) {
+			if (errlen)
+				snprintf(err, errlen, "rate %s is out of range (1..%d)", num, CTL_RATE_MAX);
+			return -1;
+		}
+		r->rate = (unsigned)v;
+	}
+	return 0;
 }

@@ -53,4 +53,34 @@ long ctl_recv(int sock, char *buf, size_t n, int *fd);
  * Returns out, or NULL if the key is absent (out is then ""). */
 const char *ctl_get(const char *msg, const char *key, char *out, size_t n);
 
+/* A request as the agent's control thread (src/agentd/control.c) acts on
+ * it: the command of the first line and, for attach, its arguments.
+ * Parsed apart from acting on it so that it is tested (and fuzzed) on
+ * its own: the bytes come from whoever connected. */
+enum ctl_cmd {
+	CTL_UNKNOWN = 0, CTL_STATUS, CTL_START, CTL_STOP, CTL_ATTACH, CTL_DETACH, CTL_DUMP, CTL_FLUSH, CTL_SEND,
+};
+#define CTL_RATE_MAX 100000
+struct ctl_request {
+	enum ctl_cmd cmd;
+	char name[32];         /* the first line (cut), for the error of an unknown one */
+	/* attach */
+	char path[4096];       /* path=P, "" if absent */
+	int has_path;
+	int create, paused;    /* create=1, paused=1 */
+	unsigned rate;         /* rate=HZ, 1..CTL_RATE_MAX; 0: keep the agent's */
+	/* send (dir=D) and attach (send=D): windows to the spool D */
+	char send_dir[512];
+	int has_send;          /* the key is there and not empty */
+	unsigned every, queue; /* every=MS (default 15000), queue=N (default 8);
+	                        * 0 when not a number (the sender's defaults) */
+	int send_stop;         /* send: stop=... */
+};
+
+/* Parses `msg` (a NUL-terminated request). Returns 0, or -1 with the
+ * reason in err (a rate that is not a number in range): the reply's
+ * "error: " line. An unknown command is not an error here (cmd is
+ * CTL_UNKNOWN, name says what was asked). */
+int ctl_parse_request(const char *msg, struct ctl_request *r, char *err, size_t errlen);
+
 #endif

@@ -217,6 +217,16 @@ static void fill_names(const struct tables *t, uint64_t file, int version, struc
 	}
 }
 
+/* Line numbers move by operands of any size: they saturate instead of
+ * overflowing (a line outside 1..INT32_MAX is emitted as 0 anyway). */
+static int64_t line_add(int64_t line, int64_t d)
+{
+	int64_t r;
+	if (__builtin_add_overflow(line, d, &r))
+		return d > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 static int fail(char *err, size_t errlen, const char *what, size_t off)
 {
 	if (err && errlen)
@@ -329,7 +339,7 @@ long dwline_decode(const struct dwline_sections *s, dwline_fn fn, void *ctx, str
 			if (op >= opcode_base) {
 				unsigned adj = op - opcode_base;
 				addr += (uint64_t)(adj / line_range) * min_inst;
-				line += line_base + (int)(adj % line_range);
+				line = line_add(line, line_base + (int)(adj % line_range));
 				EMIT(0);
 				continue;
 			}
@@ -356,7 +366,7 @@ long dwline_decode(const struct dwline_sections *s, dwline_fn fn, void *ctx, str
 			}
 			case DW_LNS_copy: EMIT(0); break;
 			case DW_LNS_advance_pc: addr += uleb(&u) * min_inst; break;
-			case DW_LNS_advance_line: line += sleb(&u); break;
+			case DW_LNS_advance_line: line = line_add(line, sleb(&u)); break;
 			case DW_LNS_set_file: file = uleb(&u); break;
 			case DW_LNS_const_add_pc: addr += (uint64_t)((255 - opcode_base) / line_range) * min_inst; break;
 			case DW_LNS_fixed_advance_pc: addr += rd(&u, 2); break;

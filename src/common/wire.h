@@ -44,7 +44,7 @@ struct rbuf {
 static inline void rbuf_init(struct rbuf *r, const void *p, size_t n)
 {
 	r->p = (const uint8_t *)p;
-	r->end = r->p + n;
+	r->end = n ? r->p + n : r->p; /* NULL + 0 is undefined: an empty buffer may have no storage */
 	r->err = 0;
 }
 static inline size_t rbuf_left(const struct rbuf *r) { return (size_t)(r->end - r->p); }

@@ -76,6 +76,15 @@ void objects_on_process(struct profile *p, uint32_t st, uint64_t rate)
 	}
 }
 
+void objects_events_again(struct profile *p)
+{
+	if (!p->obj_event)
+		return;
+	p->obj_event = 0;
+	if (add_events(p))
+		p->in->oom = 1;
+}
+
 static uint32_t type_by_name(struct profile *p, const char *name)
 {
 	for (uint32_t i = 0; i < p->ntypes; i++)

@@ -39,6 +39,8 @@ struct jimage {
 	int live;
 	uint8_t *elf;       /* relocated copy, owned */
 	size_t len;
+	Elf64_Ehdr eh;      /* its header as checked when added (the copy's
+	                     * own is not read again: see relocate_debug) */
 	Elf *e;
 	Dwarf *dw;
 	struct jfunc *funcs;
@@ -101,6 +103,10 @@ static int shdr_at(const uint8_t *e, size_t len, const Elf64_Ehdr *eh, uint32_t 
  * against the loaded sections' run-time addresses. */
 static void relocate_debug(uint8_t *e, size_t len, const Elf64_Ehdr *eh)
 {
+	/* A section a relocation may write to must not overlap the ELF
+	 * header or the section headers (only a hostile image has one that
+	 * does): they stay as they were checked. */
+	uint64_t sh_lo = eh->e_shoff, sh_hi = eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr);
 	for (uint32_t i = 0; i < eh->e_shnum; i++) {
 		Elf64_Shdr rs, ts, ss;
 		shdr_at(e, len, eh, i, &rs);
@@ -108,7 +114,8 @@ static void relocate_debug(uint8_t *e, size_t len, const Elf64_Ehdr *eh)
 		    rs.sh_size > len - rs.sh_offset)
 			continue;
 		if (shdr_at(e, len, eh, rs.sh_info, &ts) || (ts.sh_flags & SHF_ALLOC) || ts.sh_offset > len ||
-		    ts.sh_size > len - ts.sh_offset)
+		    ts.sh_size > len - ts.sh_offset || ts.sh_offset < sizeof(Elf64_Ehdr) ||
+		    (ts.sh_offset < sh_hi && ts.sh_offset + ts.sh_size > sh_lo))
 			continue;
 		if (shdr_at(e, len, eh, rs.sh_link, &ss) || ss.sh_type != SHT_SYMTAB || ss.sh_offset > len ||
 		    ss.sh_size > len - ss.sh_offset)
@@ -158,6 +165,8 @@ static void read_symbols(struct jimage *g, const Elf64_Ehdr *eh)
 		    strs.sh_size > g->len - strs.sh_offset)
 			continue;
 		size_t nsym = ss.sh_size / sizeof(Elf64_Sym);
+		if (!nsym)
+			continue; /* realloc(p, 0) would free the array and return NULL */
 		struct jfunc *f = realloc(g->funcs, (g->nfuncs + nsym) * sizeof(*f));
 		if (!f)
 			return;
@@ -197,7 +206,8 @@ static void read_symbols(struct jimage *g, const Elf64_Ehdr *eh)
 				g->nfuncs++;
 		}
 	}
-	qsort(g->funcs, g->nfuncs, sizeof(*g->funcs), cmp_func);
+	if (g->nfuncs) /* an image without a symbol table has no array */
+		qsort(g->funcs, g->nfuncs, sizeof(*g->funcs), cmp_func);
 }
 
 int jit_space_add(struct jit_space *sp, const struct rec_jit_image *r)
@@ -217,6 +227,7 @@ int jit_space_add(struct jit_space *sp, const struct rec_jit_image *r)
 	g->end = r->end;
 	g->live = 1;
 	g->len = r->image_len;
+	g->eh = eh;
 	g->elf = malloc(r->image_len);
 	g->ranges = calloc(eh.e_shnum ? eh.e_shnum : 1, sizeof(g->ranges[0]));
 	if (!g->elf || !g->ranges) {
@@ -444,11 +455,9 @@ int jit_image_bytes(const struct jit_space *sp, uint64_t addr, const uint8_t **c
 	struct jimage *g = sp ? find_image(sp, addr, 1) : NULL;
 	if (!g)
 		return -1;
-	Elf64_Ehdr eh;
-	memcpy(&eh, g->elf, sizeof(eh));
-	for (uint32_t i = 0; i < eh.e_shnum; i++) {
+	for (uint32_t i = 0; i < g->eh.e_shnum; i++) {
 		Elf64_Shdr s;
-		shdr_at(g->elf, g->len, &eh, i, &s);
+		shdr_at(g->elf, g->len, &g->eh, i, &s);
 		if ((s.sh_flags & SHF_EXECINSTR) && s.sh_addr <= addr && addr < s.sh_addr + s.sh_size &&
 		    s.sh_type == SHT_PROGBITS && s.sh_offset <= g->len && s.sh_size <= g->len - s.sh_offset) {
 			*code = g->elf + s.sh_offset;

@@ -177,6 +177,9 @@ void on_event_desc(struct profile *p, struct rbuf *body);
 /* objects.c: a process that sampled allocations; the records of
  * allocations; freeing what objects.c owns. */
 void objects_on_process(struct profile *p, uint32_t st, uint64_t rate);
+/* The event list was replaced (set_events): the object events, if any,
+ * go after the new list again. */
+void objects_events_again(struct profile *p);
 void objects_on_record(struct profile *p, uint32_t st, uint32_t pr, uint64_t type, struct rbuf *body);
 void objects_free(struct profile *p);
 

@@ -141,6 +141,10 @@ int set_events(struct profile *p, uint32_t n, char **names)
 	p->totals = tot;
 	p->event_info = info;
 	p->nevents = n + 1;
+	/* A process with --objects seen first (its session record came
+	 * later, or a file with no session): its events were appended to
+	 * the list just replaced. */
+	objects_events_again(p);
 	return 0;
 oom:
 	if (ev)

@@ -1,17 +1,12 @@
 /*
  * fuzz_reader.c — libFuzzer target for everything that reads a .strata
  * file: the reader, profile ingestion (whole and incremental), aggregation
- * with filters, the JSON writer, and `strata report` itself (text and
- * --json), all on arbitrary bytes. Built and run by `make fuzz`.
+ * with filters, the JSON writer, `strata report` itself (text and --json)
+ * and `strata dump` (every record decoded and printed), all on arbitrary
+ * bytes. It links the whole CLI but main.c
+ * (tests/fuzz/fuzz.mk), as every target does.
  *
- * Inputs come in two shapes:
- *  - a file as it is (anything not starting with 0x01): exercises the
- *    header, chunk framing, checksums, decompression and resync;
- *  - 0x01 then pieces [stream u8][flags u8][len u16 LE][payload], each
- *    sealed here into an uncompressed chunk with a correct checksum: the
- *    fuzzer's mutations then reach the record decoders and the model
- *    instead of dying at the CRC. tests/fuzz/mkcorpus.c writes seeds of
- *    both shapes.
+ * Inputs: a .strata file, or pieces sealed into one (pieces.h).
  */
 #include <getopt.h>
 #include <stdarg.h>
@@ -22,38 +17,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../src/cli/builtin.h"
-#include "../../src/common/format.h"
-#include "../../src/lib/json.h"
-#include "../../src/lib/profile.h"
-#include "../../src/lib/reader.h"
-
-/* main.c's helpers, which builtin-report.c uses; silent here. */
-void errorf(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-}
-
-void warnf(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-}
-
-void die_usage(const char *u)
-{
-	(void)u;
-	abort(); /* the harness never passes bad options */
-}
-
-const char *agent_dir(void) { return NULL; }
+#include "fuzz.h"
+#include "pieces.h"
+#include "cli/builtin.h"
+#include "common/format.h"
+#include "lib/json.h"
+#include "lib/profile.h"
+#include "lib/reader.h"
 
 static int memfd = -1;
 static FILE *sink;
@@ -63,45 +33,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	memfd = memfd_create("fuzz", 0);
+	memfd = fuzz_memfd();
 	sink = fopen("/dev/null", "w");
-	/* The report prints to stdout. */
-	if (!freopen("/dev/null", "w", stdout))
-		abort();
+	/* The report prints to stdout, its messages to stderr. */
+	fuzz_setup();
 	wbuf_init(&file);
 	return 0;
 }
 
-/* Shape 2: seal each piece as a valid uncompressed chunk. */
-static void build_chunks(const uint8_t *d, size_t n)
-{
-	uint8_t hdr[STRATA_FILE_HDR_SIZE];
-	struct file_header fh = { .major = STRATA_FMT_MAJOR, .minor = STRATA_FMT_MINOR };
-	file_header_pack(hdr, &fh);
-	wbuf_put(&file, hdr, sizeof(hdr));
-	uint32_t seq[256] = { 0 };
-	size_t i = 0;
-	while (i + 4 <= n) {
-		uint8_t stream = d[i], flags = d[i + 1];
-		size_t len = (size_t)d[i + 2] | (size_t)d[i + 3] << 8;
-		i += 4;
-		if (len > n - i)
-			len = n - i;
-		struct chunk_header h = { .stream = 1000u + stream, .seq = seq[stream]++, .codec = CODEC_NONE,
-					  .flags = flags & CHUNK_LAST, .raw_size = (uint32_t)len,
-					  .stored_size = (uint32_t)len, .payload_crc = crc32c(0, d + i, len) };
-		uint8_t ch[STRATA_CHUNK_HDR_SIZE];
-		chunk_header_pack(ch, &h);
-		wbuf_put(&file, ch, sizeof(ch));
-		wbuf_put(&file, d + i, len);
-		i += len;
-	}
-}
-
 static void set_file(const uint8_t *d, size_t n)
 {
-	if (ftruncate(memfd, 0) || (n && pwrite(memfd, d, n, 0) != (ssize_t)n) || lseek(memfd, 0, SEEK_SET))
-		abort();
+	fuzz_memfd_set(memfd, d, n);
 }
 
 /* Walks the model the way exporters will: every row, a few stacks. */
@@ -167,11 +109,7 @@ static void use_model(const struct profile *p)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	wbuf_reset(&file);
-	if (size && data[0] == 0x01)
-		build_chunks(data + 1, size - 1);
-	else
-		wbuf_put(&file, data, size);
+	pieces_file(&file, data, size);
 	if (file.oom)
 		return 0;
 	char err[512];
@@ -187,11 +125,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		reader_close(r);
 	}
 
-	/* Each input also takes one of three other paths (chosen by its
+	/* Each input also takes one of four other paths (chosen by its
 	 * length, so a mutation that changes it explores another): every path
-	 * re-parses the file, and doing all three per input would triple the
+	 * re-parses the file, and doing all four per input would multiply the
 	 * time per execution for little new coverage. */
-	int which = (int)(size % 3);
+	int which = (int)(size % 4);
 
 	/* Incrementally: half, then the rest, as the live view reads. */
 	size_t half = file.len / 2;
@@ -217,10 +155,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", memfd);
 	char *text[] = { "report", "--limit", "7", path, NULL };
 	char *json[] = { "report", "--json", "--sort", "total", "--no-idle", path, NULL };
+	char *dump[] = { "dump", "--samples", path, NULL };
 	optind = 0;
 	if (which == 1)
 		cmd_report(4, text);
 	else if (which == 2)
 		cmd_report(6, json);
+	else if (which == 3)
+		cmd_dump(3, dump);
 	return 0;
 }

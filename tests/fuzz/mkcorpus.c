@@ -1,19 +1,27 @@
 /*
- * mkcorpus.c — writes the fuzzer's seed corpus (tests/fuzz/corpus/):
- * each given .strata file as it is, the same file as "piece" input (0x01,
- * then each chunk's decompressed records; see fuzz_reader.c), and a few
- * synthetic inputs that reach what small real files rarely contain
- * (marker frames, lost stacks, events, continued and unsupported
- * processes, unknown record types). Rerun by hand when the format changes:
+ * mkcorpus.c — the .strata side of the fuzzers' seed corpus, run by
+ * tests/fuzz/mkcorpus.py (which makes the whole corpus; see there):
  *
- *	make build/fuzz/mkcorpus
- *	build/fuzz/mkcorpus tests/fuzz/corpus tests/unit/fixtures/small.strata ...
+ *	mkcorpus DIR [NAME=]FILE.strata...   each file (NAME-file, or
+ *		file-N; native modules moved to where no file is, see
+ *		MODULE_ROOT), the same file as "piece" input (0x01, then each
+ *		chunk's decompressed records; see pieces.h), and synthetic-1,
+ *		records that reach what small real files rarely contain
+ *		(marker frames, lost stacks, events, continued and unsupported
+ *		processes, unknown record types);
+ *	mkcorpus --jit-images DIR PREFIX FILE.strata   the ELF image of each
+ *		REC_JIT_IMAGE, as DIR/PREFIX-N;
+ *	mkcorpus --bodies TYPE DIR PREFIX FILE.strata  the body of each record
+ *		of TYPE (a number), as DIR/PREFIX-N.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../unit/synth.h"
+#include "../../src/lib/reader.h"
+
+#define MAX_SEED 65536 /* the fuzzers' -max_len */
 
 static int write_file(const char *dir, const char *name, const void *d, size_t n)
 {
@@ -41,8 +49,63 @@ static void piece(struct wbuf *out, uint8_t stream, uint8_t flags, const uint8_t
 	} while (n);
 }
 
-static int convert(const char *dir, const char *path, int idx)
+/* Where a recording's native modules are said to be in the seeds: under a
+ * directory that exists nowhere, so that loading a seed reads no file of
+ * the machine (which made each run take seconds, and its result depend on
+ * what is installed), and without their build ids, by which the symbolizer
+ * would find their debug files. "[vdso]" and the like keep their names. */
+#define MODULE_ROOT "/strata-fuzz-seed"
+
+static void rewrite_modules(struct wbuf *file)
 {
+	struct wbuf out, raw, recs;
+	wbuf_init(&out);
+	wbuf_init(&raw);
+	wbuf_init(&recs);
+	wbuf_put(&out, file->data, STRATA_FILE_HDR_SIZE);
+	size_t off = STRATA_FILE_HDR_SIZE;
+	struct chunk_header h;
+	while (off + STRATA_CHUNK_HDR_SIZE <= file->len && chunk_header_parse(file->data + off, &h) == FMT_OK &&
+	       off + STRATA_CHUNK_HDR_SIZE + h.stored_size <= file->len) {
+		if (chunk_open(&h, file->data + off + STRATA_CHUNK_HDR_SIZE, &raw) == FMT_OK) {
+			struct rbuf in, body;
+			rbuf_init(&in, raw.data, raw.len);
+			uint64_t type;
+			wbuf_reset(&recs);
+			while (rec_next(&in, &type, &body) == 1) {
+				struct rec_module m;
+				struct rbuf b = body;
+				if (type == REC_MODULE && rec_get_module(&b, &m) == 0) {
+					if (m.path && m.path[0] == '/') {
+						char *np = malloc(strlen(m.path) + sizeof(MODULE_ROOT));
+						sprintf(np, MODULE_ROOT "%s", m.path);
+						free(m.path);
+						m.path = np;
+					}
+					/* Nor found by its build id (/usr/lib/debug). */
+					m.build_id_len = 0;
+					rec_put_module(&recs, &m);
+					rec_free_module(&m);
+				} else {
+					rec_put_raw(&recs, (uint32_t)type, body.p, rbuf_left(&body));
+				}
+			}
+			chunk_seal(&out, recs.data, recs.len, h.stream, h.seq, h.flags, 3);
+		}
+		off += STRATA_CHUNK_HDR_SIZE + h.stored_size;
+	}
+	wbuf_free(file);
+	*file = out;
+	wbuf_free(&raw);
+	wbuf_free(&recs);
+}
+
+static int convert(const char *dir, const char *arg, int idx)
+{
+	const char *eq = strchr(arg, '=');
+	const char *path = eq ? eq + 1 : arg;
+	char prefix[48];
+	snprintf(prefix, sizeof(prefix), "%.*s", eq ? (int)(eq - arg) : 0, arg);
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		perror(path);
@@ -57,15 +120,29 @@ static int convert(const char *dir, const char *path, int idx)
 	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
 		wbuf_put(&in, buf, n);
 	fclose(f);
-	char name[64];
-	if (in.len <= 65536) {
-		snprintf(name, sizeof(name), "file-%d", idx);
-		write_file(dir, name, in.data, in.len);
+	rewrite_modules(&in);
+	char name[128];
+	/* A file over the fuzzers' 64 KiB is cut after its last whole chunk
+	 * that fits: what a recording killed there would have left. */
+	size_t keep = in.len, off = STRATA_FILE_HDR_SIZE;
+	if (keep > MAX_SEED) {
+		keep = off;
+		struct chunk_header h;
+		while (off + STRATA_CHUNK_HDR_SIZE <= in.len && chunk_header_parse(in.data + off, &h) == FMT_OK &&
+		       off + STRATA_CHUNK_HDR_SIZE + h.stored_size <= MAX_SEED) {
+			off += STRATA_CHUNK_HDR_SIZE + h.stored_size;
+			keep = off;
+		}
 	}
+	if (eq)
+		snprintf(name, sizeof(name), "%s-file", prefix);
+	else
+		snprintf(name, sizeof(name), "file-%d", idx);
+	write_file(dir, name, in.data, keep);
 	uint64_t ids[256];
 	int nids = 0;
 	wbuf_u8(&out, 0x01);
-	size_t off = STRATA_FILE_HDR_SIZE;
+	off = STRATA_FILE_HDR_SIZE;
 	while (off + STRATA_CHUNK_HDR_SIZE <= in.len) {
 		struct chunk_header h;
 		if (chunk_header_parse(in.data + off, &h) != FMT_OK ||
@@ -77,11 +154,16 @@ static int convert(const char *dir, const char *path, int idx)
 				;
 			if (s == nids && nids < 255)
 				ids[nids++] = h.stream;
-			piece(&out, (uint8_t)s, (uint8_t)h.flags, raw.data, raw.len);
+			/* Chunks that would take the seed over 64 KiB are left out. */
+			if (out.len + raw.len + 4 * (raw.len / 65535 + 1) <= MAX_SEED)
+				piece(&out, (uint8_t)s, (uint8_t)h.flags, raw.data, raw.len);
 		}
 		off += STRATA_CHUNK_HDR_SIZE + h.stored_size;
 	}
-	snprintf(name, sizeof(name), "pieces-%d", idx);
+	if (eq)
+		snprintf(name, sizeof(name), "%s-pieces", prefix);
+	else
+		snprintf(name, sizeof(name), "pieces-%d", idx);
 	write_file(dir, name, out.data, out.len);
 	wbuf_free(&in);
 	wbuf_free(&out);
@@ -177,10 +259,54 @@ static void synthetic(const char *dir)
 	wbuf_free(&r);
 }
 
+/* --jit-images and --bodies: records of one type out of a file. */
+struct extract {
+	const char *dir, *prefix;
+	uint64_t type;
+	int images, n;
+};
+
+static int extract_one(void *ctx, struct reader_stream *st, uint64_t type, struct rbuf *body)
+{
+	(void)st;
+	struct extract *x = ctx;
+	if (type != x->type)
+		return 0;
+	char name[128];
+	snprintf(name, sizeof(name), "%s-%d", x->prefix, ++x->n);
+	if (!x->images)
+		return write_file(x->dir, name, body->p, rbuf_left(body)) ? -1 : 0;
+	struct rec_jit_image ji;
+	if (rec_get_jit_image(body, &ji))
+		return 0;
+	int rc = write_file(x->dir, name, ji.image, ji.image_len) ? -1 : 0;
+	rec_free_jit_image(&ji);
+	return rc;
+}
+
+static int extract(const char *dir, const char *prefix, const char *path, uint64_t type, int images)
+{
+	char err[512];
+	struct reader *r = reader_open(path, err, sizeof(err));
+	if (!r) {
+		fprintf(stderr, "mkcorpus: %s: %s\n", path, err);
+		return 1;
+	}
+	struct extract x = { dir, prefix, type, images, 0 };
+	int rc = reader_poll(r, 1, extract_one, &x, err, sizeof(err));
+	reader_close(r);
+	return rc != 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "--jit-images"))
+		return extract(argv[2], argv[3], argv[4], REC_JIT_IMAGE, 1);
+	if (argc == 6 && !strcmp(argv[1], "--bodies"))
+		return extract(argv[3], argv[4], argv[5], strtoull(argv[2], NULL, 10), 0);
 	if (argc < 2) {
-		fprintf(stderr, "usage: mkcorpus DIR [FILE.strata...]\n");
+		fprintf(stderr, "usage: mkcorpus DIR [NAME=]FILE.strata... | --jit-images DIR PREFIX FILE"
+				" | --bodies TYPE DIR PREFIX FILE\n");
 		return 2;
 	}
 	int rc = 0;

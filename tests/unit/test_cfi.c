@@ -256,6 +256,142 @@ static void garbage_is_harmless(void)
 	checks++;
 }
 
+/* ---- hand-made records: what the fuzzer found (tests/fuzz/fuzz_cfi.c) ---- */
+
+struct sec {
+	uint8_t b[256];
+	size_t n;
+};
+
+static void put(struct sec *s, const void *p, size_t n)
+{
+	memcpy(s->b + s->n, p, n);
+	s->n += n;
+}
+
+static void put32(struct sec *s, uint32_t v)
+{
+	put(s, &v, 4);
+}
+
+/* A CIE at offset 0: "zR", code 1, data -8, return address r16, FDE
+ * pointers udata4 (absolute), CFA = rsp + 8, return address at CFA - 8. */
+static void cie(struct sec *s)
+{
+	static const uint8_t body[] = { 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x03, 0x0c, 7, 8, 0x90, 1 };
+	put32(s, sizeof(body));
+	put(s, body, sizeof(body));
+}
+
+/* An FDE for [start, start + range) running `prog`. */
+static void fde(struct sec *s, uint32_t start, uint32_t range, const uint8_t *prog, size_t n)
+{
+	put32(s, (uint32_t)(4 + 4 + 4 + 1 + n));
+	put32(s, (uint32_t)s->n); /* back to the CIE at 0 */
+	put32(s, start);
+	put32(s, range);
+	put(s, "", 1); /* no augmentation data */
+	put(s, prog, n);
+}
+
+/* An exact heap copy, so a read past the section is caught under ASan. */
+static uint8_t *exact(const struct sec *s)
+{
+	uint8_t *d = malloc(s->n);
+	memcpy(d, s->b, s->n);
+	return d;
+}
+
+static void hostile_records(void)
+{
+	/* An FDE whose program goes bad part way (an opcode DWARF does not
+	 * have): its rows stand up to the bad instruction, and nothing
+	 * after it (the last rule used to run on to the next FDE's rows). */
+	struct sec s = { .n = 0 };
+	cie(&s);
+	static const uint8_t bad_late[] = { 0x44, 0x0e, 16, 0x44, 0x3f, 0x44 };
+	fde(&s, 0x2000, 32, bad_late, sizeof(bad_late));
+	size_t fde_off = s.n;
+	static const uint8_t good[] = { 0x41, 0x0e, 16 };
+	fde(&s, 0x3000, 16, good, sizeof(good));
+	put32(&s, 0);
+	uint8_t *d = exact(&s);
+	struct cfi_source src = { d, s.n, 0x1000, 0 };
+	struct cfi_table t;
+	uint32_t bad = 0;
+	CHECK(cfi_build_section(&t, &src, 0, &bad) == CFI_OK && bad == 1, "partly bad FDE: table not built");
+	const struct cfi_rules *r = cfi_lookup(&t, 0x2002);
+	CHECK(r && r->cfa.kind == CFA_REG && r->cfa.off == 8, "partly bad FDE: rule before its first advance");
+	r = cfi_lookup(&t, 0x2006);
+	CHECK(r && r->cfa.off == 16, "partly bad FDE: rule before the bad instruction");
+	CHECK(!cfi_lookup(&t, 0x2008) && !cfi_lookup(&t, 0x201f), "partly bad FDE: a rule past the bad instruction");
+	r = cfi_lookup(&t, 0x3001);
+	CHECK(r && r->cfa.off == 16, "the FDE after a partly bad one");
+	cfi_table_free(&t);
+
+	/* The same through an .eh_frame_hdr (udata4 absolute entries), as
+	 * the signal handler evaluates it: the same answers. */
+	struct sec m = s;
+	size_t hdr_off = m.n;
+	static const uint8_t hdr[] = { 1, 0xff, 0x03, 0x03 };
+	put(&m, hdr, sizeof(hdr));
+	put32(&m, 2);
+	put32(&m, 0x2000);
+	put32(&m, (uint32_t)(0x1000 + 22)); /* the first FDE, after the 22-byte CIE */
+	put32(&m, 0x3000);
+	put32(&m, (uint32_t)(0x1000 + fde_off));
+	free(d);
+	d = exact(&m);
+	struct cfi_source mem = { d, m.n, 0x1000, 0 };
+	uint64_t h = 0x1000 + hdr_off;
+	struct cfi_rules er;
+	CHECK(cfi_eval_hdr(&mem, h, 0x2006, &er) == 0 && er.cfa.off == 16, "in place: rule before the bad instruction");
+	CHECK(cfi_eval_hdr(&mem, h, 0x2008, &er) != 0, "in place: a rule past the bad instruction");
+	CHECK(cfi_eval_hdr(&mem, h, 0x3001, &er) == 0 && er.cfa.off == 16, "in place: the FDE after a bad one");
+
+	free(d);
+
+	/* An entry shorter than its own id field, last in the section: its
+	 * body would start past its end, and reading it ran off the
+	 * section (ASan sees it under make asan). Through the header, as
+	 * the handler reads it, and as a whole section. */
+	struct sec e = { .n = 0 };
+	put(&e, hdr, sizeof(hdr));
+	put32(&e, 1);
+	put32(&e, 0x2000);
+	put32(&e, 0x1000 + 16 + 22);
+	cie(&e);
+	put32(&e, 1);
+	put32(&e, (uint32_t)(e.n - 16)); /* the CIE, 16 bytes in */
+	d = exact(&e);
+	mem = (struct cfi_source){ d, e.n, 0x1000, 0 };
+	CHECK(cfi_eval_hdr(&mem, 0x1000, 0x2000, &er) != 0, "an entry shorter than its id is refused");
+	if (cfi_build_eh_frame_hdr(&t, &mem, 0x1000, &bad) == CFI_OK)
+		cfi_table_free(&t);
+	src = (struct cfi_source){ d + 16, e.n - 16, 0x1010, 0 };
+	if (cfi_build_section(&t, &src, 0, &bad) == CFI_OK)
+		cfi_table_free(&t);
+	free(d);
+
+	/* An offset times the data alignment factor past int64: an
+	 * unsupported rule, not an overflow (UBSan checks under make asan). */
+	struct sec o = { .n = 0 };
+	cie(&o);
+	static const uint8_t huge[] = { 0x05, 3, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40,
+					0x11, 6, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40,
+					0x2f, 12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20 };
+	fde(&o, 0x2000, 16, huge, sizeof(huge));
+	d = exact(&o);
+	src = (struct cfi_source){ d, o.n, 0x1000, 0 };
+	CHECK(cfi_build_section(&t, &src, 0, NULL) == CFI_OK, "huge offsets: table not built");
+	r = cfi_lookup(&t, 0x2000);
+	CHECK(r && r->r[DW_RBX].kind == REG_UNSUPPORTED && r->r[DW_RBP].kind == REG_UNSUPPORTED &&
+		      r->r[12].kind == REG_UNSUPPORTED && r->cfa.off == 8,
+	      "huge offsets: not unsupported rules");
+	cfi_table_free(&t);
+	free(d);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -274,6 +410,7 @@ int main(int argc, char **argv)
 	eval_matches_table("libm.so.6");
 	eval_matches_table("libdw.so");
 	garbage_is_harmless();
+	hostile_records();
 	printf("test_cfi: %d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;
 }

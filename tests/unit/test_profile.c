@@ -620,6 +620,43 @@ static void test_events(void)
 	profile_free(p);
 }
 
+/* A process that samples allocations (--objects) read before the session
+ * record that lists the -e events (another stream's chunk came first):
+ * the object events follow the session's list, and allocations are counted
+ * in them (they were left past the end of the new list; found by
+ * fuzz_reader). */
+static void test_objects_before_session(void)
+{
+	struct synth s;
+	synth_init(&s, STRATA_FMT_MAJOR, STRATA_FMT_MINOR);
+	char *argv[] = { "py" };
+	struct rec_process pr = { .pid = 140, .python_version = "3.11.2", .executable = "py", .argc = 1,
+				  .argv = argv, .rate_hz = 100, .flags = PROC_OBJECTS, .objects_rate = 1024 };
+	rec_put_process(&s.recs, &pr);
+	three_codes(&s);
+	static const int32_t sa[] = { 0, 0, 1, 0 };
+	stack(&s, 0, 0, 0, 2, sa);
+	synth_chunk(&s, 2, 0);
+	char *events[] = { "cycles" };
+	session(&s, MODE_CPU, 0, 1, events);
+	struct rec_alloc a = { .tid = 140, .stack = 0, .id = 1, .size = 4096, .domain = ALLOC_OBJ };
+	rec_put_alloc(&s.recs, &a);
+	a.id = 2;
+	rec_put_alloc(&s.recs, &a);
+	synth_chunk(&s, 2, CHUNK_LAST);
+	struct profile *p = load(&s);
+	synth_free(&s);
+	if (!CHECK(p != NULL))
+		return;
+	CHECK_EQ(p->nevents, 6);
+	CHECK_STR(p->event_names[1], "cycles");
+	CHECK_STR(p->event_names[2], "alloc-objects");
+	CHECK_STR(p->event_names[5], "live-bytes");
+	CHECK_U64(p->totals[2], 2); /* two blocks of 4 rates' size: about one allocation each */
+	CHECK(p->totals[3] >= 8192);
+	profile_free(p);
+}
+
 /* Ingesting a growing file chunk by chunk gives what loading it whole
  * gives. */
 static void test_incremental_ingest(void)
@@ -738,6 +775,7 @@ int main(void)
 	RUN(test_unsupported_process);
 	RUN(test_no_session);
 	RUN(test_events);
+	RUN(test_objects_before_session);
 	RUN(test_incremental_ingest);
 	RUN(test_real_file);
 	return test_summary();

@@ -1,16 +1,11 @@
-# tests/unit/unit.mk — C unit tests, sanitizer runs and the file-reader
-# fuzzer (included by the top-level Makefile).
+# tests/unit/unit.mk — C unit tests, sanitizer runs and the fuzz targets
+# (included by the top-level Makefile).
 #
 #   make unit        build and run every tests/unit/test_*.c, then the
 #                    report CLI checks (tests/unit/report-cli.sh)
 #   make asan        the same, built with ASan + UBSan (no recovery) in
 #                    $(BUILD)/asan, leak checking on
-#   make fuzz        build tests/fuzz/fuzz_reader.c with libFuzzer and run it
-#                    for FUZZ_SECONDS (default 60) over tests/fuzz/corpus
-#                    (FUZZ_JOBS=N: N parallel workers)
-#   make unit FUZZ_IN_UNIT=1   also a 20 s fuzz run; not the default, since
-#                    building the target plus the run takes about 30 s on a
-#                    2-core machine
+#   make fuzz-check, make fuzz   the libFuzzer targets: tests/fuzz/fuzz.mk
 #   make bench-load  time loading + aggregating a synthetic 1M-sample profile
 #                    (bench-load-native: with native stacks)
 #
@@ -100,38 +95,12 @@ include tests/unit/export.mk
 unit: $(UNIT_BINS) $(BIN)/strata unit-native
 	$(call run_tests,$(call with_args,$(UNIT_BINS)),)
 	tests/unit/report-cli.sh $(BIN)/strata
-	$(if $(FUZZ_IN_UNIT),$(MAKE) fuzz FUZZ_SECONDS=20)
 
 asan: $(ASAN_BINS) $(ASAN_DIR)/strata asan-native
 	$(call run_tests,$(call with_args,$(ASAN_BINS)),$(SAN_ENV))
 	$(SAN_ENV) tests/unit/report-cli.sh $(ASAN_DIR)/strata
 
-# ---- fuzzing ------------------------------------------------------------
-
-FUZZ_SECONDS ?= 60
-FUZZ_CC      ?= clang
-FUZZ_JOBS    ?= 1
-# `strata report` is the builtin and its report-*.c pieces (tables, JSON, types).
-FUZZ_SRC     = tests/fuzz/fuzz_reader.c $(UNIT_LIB_SRC) src/cli/builtin-report.c $(wildcard src/cli/report-*.c)
-
-$(FUZZ_DIR)/fuzz_reader: $(FUZZ_SRC) $(wildcard src/*/*.h src/*/*/*.h) tests/unit/synth.h tests/fuzz/coverage-ignore.txt
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=gnu11 -g -O1 $(CPPFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt -o $@ $(FUZZ_SRC) $(CLI_LIBS)
-
-$(FUZZ_DIR)/mkcorpus: tests/fuzz/mkcorpus.c $(UNIT_LIB_OBJ) tests/unit/synth.h
-	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -o $@ $< $(UNIT_LIB_OBJ) $(CLI_LIBS)
-
-# New inputs go to $(FUZZ_DIR)/corpus, so the committed seeds stay small;
-# crashes are written to $(FUZZ_DIR)/ as crash-*. Runs inside $(FUZZ_DIR)
-# so that parallel jobs (FUZZ_JOBS=N) leave their fuzz-N.log files there.
-fuzz: $(FUZZ_DIR)/fuzz_reader
-	@mkdir -p $(FUZZ_DIR)/corpus
-	cd $(FUZZ_DIR) && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
-		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ \
-		$(if $(filter-out 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS)) \
-		corpus $(CURDIR)/tests/fuzz/corpus
+include tests/fuzz/fuzz.mk
 
 # ---- model speed ------------------------------------------------------------
 
