@@ -1,16 +1,11 @@
 """asyncio: samples by task, the await chain across tasks, and where
 suspended tasks wait (docs/async.md). Known answers under every Python
-present whose tasks strata reads (3.8-3.13; 3.14+ are not read yet)."""
+present."""
 import json
 
 import pytest
 
 from conftest import strata
-
-
-def tasks_supported(python):
-    if python.minor >= (3, 14):
-        pytest.skip("asyncio tasks of Python %s are not read yet (docs/async.md)" % python.version)
 
 
 def folded(path, *args):
@@ -28,7 +23,6 @@ def bare(frame):
 
 
 def test_task_split_and_chain(python, record):
-    tasks_supported(python)
     res = record(python, "async_tasks.py", "split", "60")
     assert res.returncode == 0, res.stderr
     rep = res.report()
@@ -65,7 +59,6 @@ def test_task_filter_and_loop_frames(debian_python, record, tmp_path):
 
 
 def test_waiting_task(python, record):
-    tasks_supported(python)
     res = record(python, "async_tasks.py", "wait", "60", opts=["--mode", "wall", "-F", "200"])
     assert res.returncode == 0, res.stderr
     rows = {t["task"]: t for t in res.report()["tasks"]}
