@@ -48,6 +48,9 @@ TEST="$TEST debootstrap"
 # CPython's own regression tests under strata (issue 11): Debian's 3.11 ships
 # its test package separately (pyenv's interpreters carry theirs).
 TEST="$TEST libpython3.11-testsuite"
+# asyncio (issue 23): uvloop's event loop and an aiohttp server under
+# Debian's Python (the pyenv interpreters get them in scripts/pyenvs.sh).
+TEST="$TEST python3-uvloop python3-aiohttp"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;

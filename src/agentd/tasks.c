@@ -432,7 +432,13 @@ int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, cons
 				split = i;
 	if (split < 0)
 		return -1;
-	/* A task that ended, or is gone: the chain it had. */
+	/* A task that ended, or is gone: the chain it had (a waiting
+	 * sample's task is read for that only when its chain is empty). */
+	if (!c->nanc && !c->have_self) {
+		pthread_mutex_lock(&agentd_reader_lock);
+		read_self(c, recs);
+		pthread_mutex_unlock(&agentd_reader_lock);
+	}
 	if (c->have_self && (c->done || !c->code) && !c->nanc)
 		kept_restore(c, &py[split]);
 	/* The chain is this task's if its coroutine runs the code sampled

@@ -1,11 +1,13 @@
 """asyncio: samples by task, the await chain across tasks, and where
 suspended tasks wait (docs/async.md). Known answers under every Python
 present."""
-import json
-
 import pytest
 
-from conftest import strata
+from conftest import PROGRAMS, strata
+
+# slow_db's await of the sleep, the line a waiting sleeper waits at.
+WAIT_LINE = [i + 1 for i, l in enumerate((PROGRAMS / "async_tasks.py").read_text().splitlines())
+             if l.endswith("# the wait")][0]
 
 
 def folded(path, *args):
@@ -58,18 +60,46 @@ def test_task_filter_and_loop_frames(debian_python, record, tmp_path):
     assert any("run_forever" in f for f in kept)
 
 
-def test_waiting_task(python, record):
-    res = record(python, "async_tasks.py", "wait", "60", opts=["--mode", "wall", "-F", "200"])
+def check_both(res):
+    """The known answers of async_tasks.py's "both" in wall mode: heavy and
+    light told apart 3:1 by their task frames, heavy's chain intact under
+    parent, the sleeper waiting >= 90% of its samples, at slow_db's line."""
     assert res.returncode == 0, res.stderr
-    rows = {t["task"]: t for t in res.report()["tasks"]}
+    rows = {t["task"]: t for t in res.report().get("tasks", [])}
+    assert {"heavy", "light", "sleeper"} <= set(rows), rows
+    heavy, light = rows["heavy"]["running"], rows["light"]["running"]
+    assert 0.64 <= heavy / (heavy + light) <= 0.86, (heavy, light)
     s = rows["sleeper"]
-    assert s["waiting"] > 0 and s["waiting"] >= 0.9 * (s["running"] + s["waiting"]), s
-    # Waiting on slow_db's await of the sleep, under its task.
-    at_line = 0
+    assert s["waiting"] >= 0.9 * (s["running"] + s["waiting"]), s
+    chained = at_line = 0
     for stack, n in folded(res.path):
         names = [bare(f) for f in stack]
-        if "[task sleeper]" in names and "slow_db (" in ";".join(stack):
-            slow = [f for f in stack if f.startswith("slow_db (")][0]
-            if slow.endswith(":33)"):
+        if "[task heavy]" in names:
+            i = names.index("[task heavy]")
+            assert names[i - 1] == "parent" and "main" in names[:i], names
+            assert names[i + 1] == "work", names
+            chained += n
+        if "[task sleeper]" in names:
+            slow = [f for f in stack if f.startswith("slow_db (")]
+            if slow and slow[0].endswith(":%d)" % WAIT_LINE):
                 at_line += n
+    assert chained >= rows["heavy"]["running"], (chained, rows["heavy"])
     assert at_line >= 0.9 * s["waiting"], (at_line, s)
+
+
+@pytest.mark.parametrize("flavour", ["c", "pure"])
+def test_running_and_waiting(python, record, flavour):
+    """Wall mode: asyncio's C tasks, and its pure-Python tasks without the C
+    _asyncio ("pure"), running and waiting."""
+    res = record(python, "async_tasks.py", "both", "100", flavour, opts=["--mode", "wall", "-F", "200"])
+    check_both(res)
+
+
+@pytest.mark.edge_pythons
+@pytest.mark.parametrize("flavour", ["pytask", "uvloop"])
+def test_task_factory_and_uvloop(python, record, flavour):
+    """asyncio's pure-Python Task class beside the C _asyncio (made by a task
+    factory), and uvloop's event loop: the same answers."""
+    exe = python.with_module("uvloop") if flavour == "uvloop" else None
+    res = record(python, "async_tasks.py", "both", "100", flavour, opts=["--mode", "wall", "-F", "200"], exe=exe)
+    check_both(res)
