@@ -203,6 +203,7 @@ static void put_sample(const struct rsample *h)
 		.weight = h->weight,
 		.flags = h->sample_flags,
 		.ncounters = h->ncounters,
+		.wait = h->wait,
 	};
 	for (uint32_t i = 0; i < h->ncounters && i < STRATA_MAX_COUNTERS; i++)
 		s.counters[i] = counters[i];
