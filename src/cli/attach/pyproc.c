@@ -262,6 +262,42 @@ int pyproc_object(pid_t pid, const char *suffix, char *path, size_t n, char *fil
 }
 
 
+struct sect_find {
+	const char *name;
+	pid_t pid;
+	char last[4096];
+	uint64_t addr, size;
+};
+
+static int match_sect(const struct pmap *m, void *data)
+{
+	struct sect_find *f = data;
+	if (m->path[0] != '/' || !strcmp(m->path, f->last))
+		return 0;
+	snprintf(f->last, sizeof(f->last), "%s", m->path);
+	char file[4200];
+	snprintf(file, sizeof(file), "/proc/%d/root%s", (int)f->pid, m->path);
+	if (access(file, R_OK) != 0)
+		snprintf(file, sizeof(file), "%s", m->path);
+	struct elf_section s;
+	uint64_t bias;
+	if (elf_find_section(file, f->name, &s) || elf_bias(file, m->start, m->off, &bias))
+		return 0;
+	f->addr = bias + s.addr;
+	f->size = s.size;
+	return 1;
+}
+
+int pyproc_section(pid_t pid, const char *name, uint64_t *addr, uint64_t *size)
+{
+	struct sect_find f = { .name = name, .pid = pid };
+	if (pyproc_maps(pid, match_sect, &f) || !f.addr)
+		return -1;
+	*addr = f.addr;
+	*size = f.size;
+	return 0;
+}
+
 /* "3.X" from a file name like libpython3.8.so.1.0 or python3.10; 0 and
  * the minor in *minor, or -1. */
 static int minor_from_name(const char *path, int *minor, int *ft)
