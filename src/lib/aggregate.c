@@ -144,6 +144,8 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 			continue;
 		if (f->type && (!(s->flags & PS_ALLOC) || s->type != f->type - 1))
 			continue;
+		if (f->task && s->task != f->task - 1)
+			continue;
 		const uint64_t *v = p->values + i * ne;
 		uint64_t *c = node_cost + (size_t)s->node * ne;
 		for (uint32_t e = 0; e < ne; e++) {

@@ -1,6 +1,8 @@
 """asyncio: samples by task, the await chain across tasks, and where
 suspended tasks wait (docs/async.md). Known answers under every Python
 present."""
+import json
+
 import pytest
 
 from conftest import PROGRAMS, strata
@@ -58,6 +60,28 @@ def test_task_filter_and_loop_frames(debian_python, record, tmp_path):
     # --keep-interpreter shows the loop's frames under the tasks.
     kept = [bare(f) for stack, _ in folded(res.path, "--keep-interpreter") for f in stack]
     assert any("run_forever" in f for f in kept)
+    # convert and annotate keep one task's samples too.
+    light = folded(res.path, "--task", "light")
+    assert light and all("[task light]" in [bare(f) for f in stack] for stack, _ in light), light
+    assert sum(n for _, n in light) == only["tasks"][0]["running"]
+    ann = strata("annotate", "--json", "--task", "heavy", res.path, str(PROGRAMS / "async_tasks.py"))
+    assert ann.returncode == 0, ann.stderr
+    heavy = [t for t in res.report()["tasks"] if t["task"] == "heavy"][0]
+    assert json.loads(ann.stdout)["samples"] == heavy["running"], ann.stdout[:300]
+    bad = strata("convert", "--task", "nosuch", "-f", "collapsed", res.path)
+    assert bad.returncode != 0 and "no asyncio task named 'nosuch'" in bad.stderr, bad.stderr
+
+
+def test_top_task_filter(debian_python):
+    """strata top --task: the live view of one task's samples."""
+    r = strata("top", "--no-curses", "-i", "1", "--task", "heavy", "--", str(debian_python.exe),
+               str(PROGRAMS / "async_tasks.py"), "split", "200", timeout=300)
+    assert r.returncode == 0, r.stderr
+    frames = r.stdout.split("\n\n")
+    shown = [f for f in frames if "task heavy" in f and "burn" in f]
+    assert shown, r.stdout
+    # Only heavy's samples: its own task frame, never light's.
+    assert "[task heavy]" in r.stdout and "[task light]" not in r.stdout, r.stdout
 
 
 def check_both(res):
