@@ -2,6 +2,7 @@
 suspended tasks wait (docs/async.md). Known answers under every Python
 present."""
 import json
+import subprocess
 
 import pytest
 
@@ -127,3 +128,58 @@ def test_task_factory_and_uvloop(python, record, flavour):
     exe = python.with_module("uvloop") if flavour == "uvloop" else None
     res = record(python, "async_tasks.py", "both", "100", flavour, opts=["--mode", "wall", "-F", "200"], exe=exe)
     check_both(res)
+
+
+@pytest.mark.edge_pythons
+def test_aiohttp_server(python, tmp_path):
+    """A real-world check: an aiohttp server under load from 20 clients (in
+    this test), whose handler awaits a 20 ms sleep and then hashes: the
+    handler's awaited sleep is the largest share of its requests' time."""
+    import threading
+    import time
+    import urllib.request
+    from conftest import STRATA
+    exe = python.with_module("aiohttp")
+    out = tmp_path / "aiohttp.strata"
+    p = subprocess.Popen([str(STRATA), "record", "--mode", "wall", "-F", "200", "-o", str(out), "--", str(exe),
+                          str(PROGRAMS / "aiohttp_server.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip().isdigit(), (line, p.stderr.read() if p.poll() is not None else "")
+        url = "http://127.0.0.1:%d/" % int(line)
+        stop = time.monotonic() + 3
+        done = []
+
+        def client():
+            while time.monotonic() < stop:
+                urllib.request.urlopen(url, timeout=60).read()
+                done.append(1)
+
+        threads = [threading.Thread(target=client) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        urllib.request.urlopen(url + "quit", timeout=60).read()
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert len(done) >= 40, len(done)
+    # Where the handler's samples are, by its line: the awaited sleep first.
+    src = (PROGRAMS / "aiohttp_server.py").read_text().splitlines()
+    sleep_line = [i + 1 for i, l in enumerate(src) if l.endswith("# the database")][0]
+    by_line = {}
+    for stack, n in folded(out):
+        at = [f for f in stack if bare(f) == "handle"]
+        if at:
+            line = int(at[-1].rsplit(":", 1)[1].rstrip(")"))
+            by_line[line] = by_line.get(line, 0) + n
+    total = sum(by_line.values())
+    assert total and max(by_line, key=by_line.get) == sleep_line, by_line
+    assert by_line[sleep_line] >= 0.5 * total, by_line
+    # ... inside the request's task, under the connection's task awaiting it.
+    names = [bare(f) for stack, _ in folded(out) for f in stack if "handle (" in ";".join(stack)]
+    assert any(n.startswith("[task ") for n in names), names[:40]
