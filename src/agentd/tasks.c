@@ -433,8 +433,10 @@ int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, cons
 	if (split < 0)
 		return -1;
 	/* A task that ended, or is gone: the chain it had (a waiting
-	 * sample's task is read for that only when its chain is empty). */
-	if (!c->nanc && !c->have_self) {
+	 * sample's task is read for that only when its chain is empty and
+	 * one was kept for it). */
+	struct kept *k = !c->nanc && !c->have_self ? kept_slot(c->task) : NULL;
+	if (k && k->task == c->task) {
 		pthread_mutex_lock(&agentd_reader_lock);
 		read_self(c, recs);
 		pthread_mutex_unlock(&agentd_reader_lock);

@@ -37,8 +37,11 @@
 #ifdef STRATA_REMOTE
 /* A few recently read blocks of the target: the fields of one struct are
  * read one by one, and each read is a system call. The cache lives for one
- * call into the reader (remote_begin), so nothing stale is ever used. */
-#define RC_BLOCK 256u
+ * call into the reader (remote_begin), so nothing stale is ever used.
+ * 1 KiB blocks: a read costs about the same whatever its size up to a page
+ * (the system call and the page walk dominate), and a coroutine with its
+ * frame, a task, a code object's header each fit in one. */
+#define RC_BLOCK 1024u
 #define RC_WAYS 8
 static struct {
 	uint64_t addr[RC_WAYS];
