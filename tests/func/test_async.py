@@ -183,3 +183,16 @@ def test_aiohttp_server(python, tmp_path):
     # ... inside the request's task, under the connection's task awaiting it.
     names = [bare(f) for stack, _ in folded(out) for f in stack if "handle (" in ";".join(stack)]
     assert any(n.startswith("[task ") for n in names), names[:40]
+
+
+def test_loops_in_threads(python, record):
+    """Two event loops in two threads: each waiting task's samples belong to
+    the thread that runs its loop (told by the interpreter: the thread
+    state's running loop on 3.14+, asyncio's loop's _thread_id before)."""
+    res = record(python, "async_threads.py", "150", opts=["--mode", "wall", "-F", "200"])
+    assert res.returncode == 0, res.stderr
+    tids = {t["name"]: t["tid"] for t in res.report()["threads"]}
+    for mine, other in (("a", "b"), ("b", "a")):
+        rows = {t["task"]: t for t in res.report("--tid", str(tids["loop-" + mine]))["tasks"]}
+        assert rows.get(mine + "-sleeper", {}).get("waiting", 0) > 0, rows
+        assert not any(name.startswith(other + "-") for name in rows), (mine, rows)
