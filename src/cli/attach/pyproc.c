@@ -254,11 +254,17 @@ int pyproc_object(pid_t pid, const char *suffix, char *path, size_t n, char *fil
 	struct obj_find o = { suffix, path, n, 0, 0, 0 };
 	if (pyproc_maps(pid, match_obj, &o) || !o.found)
 		return -1;
+	return pyproc_object_at(pid, path, o.start, o.off, file, fn, bias);
+}
+
+int pyproc_object_at(pid_t pid, const char *path, uint64_t start, uint64_t off, char *file, size_t fn,
+		     uint64_t *bias)
+{
 	/* The file as the target sees it: through its root (containers). */
 	snprintf(file, fn, "/proc/%d/root%s", (int)pid, path);
 	if (access(file, R_OK) != 0)
 		snprintf(file, fn, "%s", path);
-	return elf_bias(file, o.start, o.off, bias);
+	return elf_bias(file, start, off, bias);
 }
 
 
@@ -276,12 +282,10 @@ static int match_sect(const struct pmap *m, void *data)
 		return 0;
 	snprintf(f->last, sizeof(f->last), "%s", m->path);
 	char file[4200];
-	snprintf(file, sizeof(file), "/proc/%d/root%s", (int)f->pid, m->path);
-	if (access(file, R_OK) != 0)
-		snprintf(file, sizeof(file), "%s", m->path);
 	struct elf_section s;
 	uint64_t bias;
-	if (elf_find_section(file, f->name, &s) || elf_bias(file, m->start, m->off, &bias))
+	if (pyproc_object_at(f->pid, m->path, m->start, m->off, file, sizeof(file), &bias) ||
+	    elf_find_section(file, f->name, &s))
 		return 0;
 	f->addr = bias + s.addr;
 	f->size = s.size;
