@@ -209,6 +209,8 @@ void report_json(const struct profile *p, const struct agg *a, const struct repo
 		if (wall) {
 			json_key(j, "idle");
 			json_uint(j, a->thread_idle[ids[i]]);
+			json_key(j, "tasks_waiting");
+			json_uint(j, a->thread_tasks[ids[i]]);
 			/* Why it waited (format 1.3): samples per reason. */
 			const uint64_t *w = a->thread_wait + (size_t)ids[i] * (WAITR_MAX_KNOWN + 1);
 			json_key(j, "waits");

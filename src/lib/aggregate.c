@@ -35,6 +35,7 @@ void agg_free(struct agg *a)
 	free(a->thread_samples);
 	free(a->thread_idle);
 	free(a->thread_wait);
+	free(a->thread_tasks);
 	free(ap->block);
 	free(ap);
 }
@@ -127,8 +128,9 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 	a->thread_samples = calloc(p->nthreads + 1, sizeof(uint64_t));
 	a->thread_idle = calloc(p->nthreads + 1, sizeof(uint64_t));
 	a->thread_wait = calloc((size_t)(p->nthreads + 1) * (WAITR_MAX_KNOWN + 1), sizeof(uint64_t));
+	a->thread_tasks = calloc(p->nthreads + 1, sizeof(uint64_t));
 	if (!node_cost || !node_hit || !thr_ok || !fself || !ftotal || !lself || !ltotal || !fseen || !lseen ||
-	    !a->totals || !a->thread_samples || !a->thread_idle || !a->thread_wait)
+	    !a->totals || !a->thread_samples || !a->thread_idle || !a->thread_wait || !a->thread_tasks)
 		goto fail;
 
 	/* 1: samples → leaf nodes. */
@@ -154,6 +156,8 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 		}
 		node_hit[s->node] = 1;
 		a->thread_samples[s->thread] += v[0];
+		if (s->flags & PS_WAITING)
+			a->thread_tasks[s->thread] += v[0];
 		if (s->flags & PS_IDLE) {
 			a->thread_idle[s->thread] += v[0];
 			a->thread_wait[(size_t)s->thread * (WAITR_MAX_KNOWN + 1) + (s->wait <= WAITR_MAX_KNOWN ? s->wait : 0)] +=

@@ -318,6 +318,9 @@ struct agg {
 	uint64_t *thread_idle;    /* per thread: idle part of it */
 	/* per thread, (WAITR_MAX_KNOWN + 1) counts: the idle part by reason */
 	uint64_t *thread_wait;
+	/* per thread: the part of its samples that are waiting asyncio tasks'
+	 * (the helper attributes them to the thread that runs their loop) */
+	uint64_t *thread_tasks;
 };
 
 /* Aggregates self and total cost per function and per (function, line).
