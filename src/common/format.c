@@ -362,36 +362,6 @@ void rec_put_sample(struct wbuf *b, const struct rec_sample *r)
 	BODY_END(b, REC_SAMPLE);
 }
 
-const char *wait_reason_frame(uint32_t w)
-{
-	switch (w) {
-	case WAITR_GIL: return "[waiting for the GIL]";
-	case WAITR_IO: return "[in I/O]";
-	case WAITR_POLL: return "[in select/poll]";
-	case WAITR_SLEEP: return "[sleeping]";
-	case WAITR_LOCK: return "[waiting on a lock or condition]";
-	case WAITR_CHILD: return "[waiting for a child process]";
-	case WAITR_SIGNAL: return "[waiting for a signal]";
-	case WAITR_SYSCALL: return "[in another system call]";
-	case WAITR_NOSYSCALL: return "[blocked outside a system call]";
-	default: return NULL;
-	}
-}
-
-const char *wait_reason_short(uint32_t w)
-{
-	static const char *const words[] = { "?", "GIL", "I/O", "select/poll", "sleep", "lock", "child", "signal",
-					     "syscall", "no syscall" };
-	return w <= WAITR_MAX_KNOWN ? words[w] : "?";
-}
-
-const char *wait_reason_key(uint32_t w)
-{
-	static const char *const keys[] = { NULL, "gil", "io", "poll", "sleep", "lock", "child", "signal", "syscall",
-					    "nosyscall" };
-	return w <= WAITR_MAX_KNOWN ? keys[w] : NULL;
-}
-
 void rec_put_dropped(struct wbuf *b, const struct rec_dropped *r)
 {
 	BODY_BEGIN(b);

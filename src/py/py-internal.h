@@ -125,7 +125,7 @@ int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *miss
 int rp_threads(struct strata_pythread *out, int max);
 #endif
 
-/* pyframes.c, for pyasync.c */
+/* pyframes.c, for pyasync*.c */
 int py_frame_info(const void *frame, struct strata_pyframe *out);
 int py_chain_index(void *ts, const void *target);
 void *py_frame_code(const void *frame);
@@ -141,7 +141,7 @@ char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name);
 /* pycode.c: a str object's text (malloc'ed UTF-8), or NULL */
 char *py_read_strobj(uint64_t addr);
 
-/* pyasync.c, pyasync-read.c */
+/* pyasync.c (handler), pyasync-read.c and pyasync-await.c (reader) */
 #ifndef STRATA_REMOTE
 uint64_t py_running_task(void *tstate, const struct strata_asyncref *a, struct strata_taskhint *hint);
 #else

@@ -3,17 +3,10 @@
  * the helper and by `strata stack`; docs/async.md): where the target keeps
  * its tasks (checking every layout pyasync.h writes out), one task (its
  * name, loop, the chain of coroutines it is suspended in and what it
- * awaits at the bottom), the tasks that await a task, every pending task
- * in turn, and the thread that runs a loop.
+ * awaits at the bottom), every pending task in turn, and the thread that
+ * runs a loop.
  *
- * Who awaits a task: on 3.14+ the interpreter keeps it (a future's
- * awaited_by, kept by Task.__step, gather, wait, shield, as_completed and
- * TaskGroup); before, it is read from the task's done-callbacks, which is
- * how asyncio itself will wake the awaiter (a task's wakeup; a function
- * whose closure, or a functools.partial whose arguments, hold another
- * future, whose own callbacks are looked at in turn; a method of an object
- * whose _parent_task is a task). 3.14+ fall back on the callbacks too,
- * for futures the interpreter does not track.
+ * Who awaits a task is pyasync-await.c; the objects both read, pyasync.c.
  */
 #include "pyasync.h"
 
@@ -245,19 +238,6 @@ int rp_asyncio_find(uint64_t debug, struct strata_asyncref *out, char *why, size
 
 /* ===== one task ========================================================= */
 
-static int is_task(const struct strata_asyncref *a, PyObject *o)
-{
-	return async_is_a(o, a->task_type) || async_is_a(o, a->py_task_type);
-}
-static int is_cfuture(const struct strata_asyncref *a, PyObject *o)
-{
-	return async_is_a(o, a->future_type) || async_is_a(o, a->task_type);
-}
-static int is_future(const struct strata_asyncref *a, PyObject *o)
-{
-	return is_cfuture(a, o) || async_is_a(o, a->py_future_type) || async_is_a(o, a->py_task_type);
-}
-
 enum { F_NAME, F_WAITER, F_LOOP };
 
 /* A C task's fields, or a pure-Python one's attributes. */
@@ -435,7 +415,7 @@ static int task_read_(const struct strata_asyncref *a, PyObject *t, int name, st
 		      struct strata_pyframe *fr, int max)
 {
 	memset(info, 0, sizeof(*info));
-	if (!is_task(a, t))
+	if (!async_is_task(a, t))
 		return -1;
 	if (name)
 		read_name(a, t, info);
@@ -473,7 +453,7 @@ static int task_read_(const struct strata_asyncref *a, PyObject *t, int name, st
 			 * whose self is the future (or task). */
 			void *nf = async_gen_frame(next);
 			PyObject *self = nf && nk == K_GEN ? frame_local0(nf) : NULL;
-			if (self && is_future(a, self)) {
+			if (self && async_is_future(a, self)) {
 				info->awaits = (uint64_t)(uintptr_t)self;
 				break;
 			}
@@ -482,13 +462,13 @@ static int task_read_(const struct strata_asyncref *a, PyObject *t, int name, st
 		}
 		if (nk == K_FUTITER)
 			info->awaits = (uint64_t)(uintptr_t)LD(((st_futureiter *)next)->future);
-		else if (is_future(a, next))
+		else if (async_is_future(a, next))
 			info->awaits = (uint64_t)(uintptr_t)next;
 		break;
 	}
 	if (!info->awaits)
 		info->awaits = info->waiter;
-	if (info->awaits && is_task(a, (PyObject *)(uintptr_t)info->awaits))
+	if (info->awaits && async_is_task(a, (PyObject *)(uintptr_t)info->awaits))
 		info->awaits_task = 1;
 	int k = 0;
 	for (int i = n; i-- > 0 && k < max;)
@@ -504,212 +484,6 @@ int rp_task_read(const struct strata_asyncref *a, uint64_t task, int name, struc
 	if (setjmp(remote_fail))
 		return -1;
 	return task_read_(a, (PyObject *)(uintptr_t)task, name, info, fr, max);
-}
-
-/* ===== who awaits a task ================================================= */
-
-/* A set's keys into out (up to max), weak references followed. */
-static int set_keys(PyObject *set, PyObject **out, int max, uint64_t *pos, int budget)
-{
-	PySetObject *s = (PySetObject *)set;
-	Py_ssize_t mask = LD(s->mask);
-	setentry *table = LD(s->table);
-	if (mask < 0 || mask > (1 << 26) || !table)
-		return -1;
-	int n = 0;
-	uint64_t i = pos ? *pos : 0;
-	for (; i <= (uint64_t)mask && n < max && budget-- > 0; i++) {
-		PyObject *k = LD(table[i].key);
-		if (!k)
-			continue;
-		if (KIND(k) == K_WEAKREF) {
-			k = LD(((PyWeakReference *)k)->wr_object);
-			if (!k || KIND(k) == K_NONE)
-				continue;
-		}
-		out[n++] = k;
-	}
-	if (pos)
-		*pos = i > (uint64_t)mask ? UINT64_MAX : i;
-	return n;
-}
-
-static void add_task(uint64_t *out, int *n, int max, PyObject *t)
-{
-	for (int j = 0; j < *n; j++)
-		if (out[j] == (uint64_t)(uintptr_t)t)
-			return;
-	if (*n < max)
-		out[(*n)++] = (uint64_t)(uintptr_t)t;
-}
-
-#if PY_VERSION_HEX >= 0x030E0000
-/* 3.14+: the tasks in f's awaited_by (one object, or a set). */
-static int awaited_by(const struct strata_asyncref *a, PyObject *f, uint64_t *out, int max)
-{
-	PyObject *ab;
-	int is_set;
-	if (is_cfuture(a, f)) {
-		ab = LD(((st_future *)f)->fut_awaited_by);
-		is_set = LD(((st_future *)f)->fut_awaited_by_is_set) != 0;
-	} else {
-		ab = async_inst_attr(f, a->key_awaited_by, "_Future__asyncio_awaited_by");
-		is_set = 1;
-	}
-	int n = 0;
-	if (!ab)
-		return 0;
-	if (is_set && KIND(ab) == K_SET) {
-		PyObject *k[64];
-		int m = set_keys(ab, k, 64, NULL, 4096);
-		for (int i = 0; i < m; i++)
-			if (is_task(a, k[i]))
-				add_task(out, &n, max, k[i]);
-	} else if (is_task(a, ab)) {
-		add_task(out, &n, max, ab);
-	}
-	return n;
-}
-#endif
-
-/* Whether o is a functools.partial laid out as st_partial. */
-static int partial_ok(PyObject *o)
-{
-	static uint64_t good, bad;
-	PyTypeObject *tp = TYPE_OF(o);
-	uint64_t t = (uint64_t)(uintptr_t)tp;
-	if (t == good)
-		return 1;
-	if (t == bad)
-		return 0;
-	int ok = LD(tp->tp_basicsize) == (Py_ssize_t)sizeof(st_partial) &&
-		 LD(tp->tp_dictoffset) == (Py_ssize_t)offsetof(st_partial, dict) &&
-		 LD(tp->tp_weaklistoffset) == (Py_ssize_t)offsetof(st_partial, weakreflist);
-	*(ok ? &good : &bad) = t;
-	return ok;
-}
-
-static int awaiters_of(const struct strata_asyncref *a, PyObject *f, uint64_t *out, int max, int depth);
-
-/* The futures among the objects of tuple tup (a closure's cells'
- * contents, or a partial's arguments) and who awaits them. */
-static int via_tuple(const struct strata_asyncref *a, PyObject *f, PyObject *tup, int cells, uint64_t *out, int max,
-		     int depth)
-{
-	if (!tup || KIND(tup) != K_TUPLE)
-		return 0;
-	int n = 0;
-	Py_ssize_t nc = LD(((PyVarObject *)tup)->ob_size);
-	for (Py_ssize_t j = 0; j < nc && j < 16 && n < max; j++) {
-		PyObject *v = LD(((PyTupleObject *)tup)->ob_item[j]);
-		if (cells)
-			v = v && KIND(v) == K_CELL ? LD(((PyCellObject *)v)->ob_ref) : NULL;
-		if (v && v != f && is_future(a, v) && !is_task(a, v)) {
-			uint64_t more[16];
-			int m = awaiters_of(a, v, more, 16, depth + 1);
-			for (int i = 0; i < m; i++)
-				add_task(out, &n, max, (PyObject *)(uintptr_t)more[i]);
-		}
-	}
-	return n;
-}
-
-/* A future's callbacks (callback0, then the list of (callback, context)
- * tuples), up to max into out; for a pure-Python future, `_callbacks`. */
-static int future_callbacks(const struct strata_asyncref *a, PyObject *f, PyObject **out, int max)
-{
-	int n = 0;
-	PyObject *list;
-	if (is_cfuture(a, f)) {
-		st_future *cf = (st_future *)f;
-		PyObject *cb0 = LD(cf->fut_callback0);
-		if (cb0 && n < max)
-			out[n++] = cb0;
-		list = LD(cf->fut_callbacks);
-	} else {
-		list = async_inst_attr(f, 0, "_callbacks");
-	}
-	if (!list || KIND(list) != K_LIST)
-		return n;
-	PyListObject *l = (PyListObject *)list;
-	Py_ssize_t size = LD(l->ob_base.ob_size);
-	PyObject **items = LD(l->ob_item);
-	for (Py_ssize_t i = 0; i < size && i < 256 && n < max; i++) {
-		PyObject *it = LD(items[i]);
-		/* C futures keep (callback, context) pairs; Python ones too. */
-		if (it && KIND(it) == K_TUPLE && LD(((PyVarObject *)it)->ob_size) >= 1)
-			it = LD(((PyTupleObject *)it)->ob_item[0]);
-		if (it)
-			out[n++] = it;
-	}
-	return n;
-}
-
-/* The tasks a callback of future f wakes: a task's wakeup (the task
- * awaits f), or a function whose closure holds another future (gather's
- * _done_callback: the gathering future; wait's _on_completion: its
- * waiter; shield's _inner_done_callback: the outer future), or a
- * functools.partial whose arguments do (wait_for before 3.12: its waiter),
- * whose own awaiters are looked for in turn, or a method of an object
- * whose _parent_task is a task (TaskGroup._on_task_done). */
-static int awaiters_of(const struct strata_asyncref *a, PyObject *f, uint64_t *out, int max, int depth)
-{
-	enum { MAXCB = 64 };
-	int n = 0;
-#if PY_VERSION_HEX >= 0x030E0000
-	n = awaited_by(a, f, out, max);
-	if (n)
-		return n;
-#endif
-	PyObject *cbs[MAXCB];
-	int ncb = future_callbacks(a, f, cbs, MAXCB);
-	for (int i = 0; i < ncb && n < max; i++) {
-		PyObject *cb = cbs[i], *t = NULL;
-		int m = 0;
-		uint64_t more[16];
-		switch (KIND(cb)) {
-		case K_WAKEUP:
-			t = (PyObject *)LD(((st_wakeup *)cb)->ww_task);
-			break;
-		case K_CFUNC:
-			t = LD(((PyCFunctionObject *)cb)->m_self);
-			break;
-		case K_METHOD: {
-			PyObject *self = LD(((PyMethodObject *)cb)->im_self);
-			if (is_task(a, self))
-				t = self;
-			else if (self)
-				t = async_inst_attr(self, 0, "_parent_task");
-			break;
-		}
-		case K_FUNC:
-			if (depth < 3)
-				m = via_tuple(a, f, LD(((PyFunctionObject *)cb)->func_closure), 1, more, 16, depth);
-			break;
-		case K_PARTIAL:
-			if (depth < 3 && partial_ok(cb))
-				m = via_tuple(a, f, LD(((st_partial *)cb)->args), 0, more, 16, depth);
-			break;
-		default:
-			break;
-		}
-		for (int j = 0; j < m; j++)
-			add_task(out, &n, max, (PyObject *)(uintptr_t)more[j]);
-		if (t && is_task(a, t))
-			add_task(out, &n, max, t);
-	}
-	return n;
-}
-
-int rp_task_awaiters(const struct strata_asyncref *a, uint64_t task, uint64_t *out, int max)
-{
-	remote_begin();
-	if (setjmp(remote_fail))
-		return -1;
-	PyObject *t = (PyObject *)(uintptr_t)task;
-	if (!is_task(a, t))
-		return -1;
-	return awaiters_of(a, t, out, max, 0);
 }
 
 /* ===== every task, in turn =============================================== */
@@ -831,10 +605,10 @@ static int tasks_next_(const struct strata_asyncref *a, struct strata_taskcursor
 			if (set && KIND(set) == K_SET) {
 				PyObject *k[64];
 				int want = max - n < 64 ? max - n : 64;
-				int m = set_keys(set, k, want, &c->pos, budget);
+				int m = async_set_keys(set, k, want, &c->pos, budget);
 				budget -= m > 0 ? m : 1;
 				for (int i = 0; i < m; i++)
-					if (is_task(a, k[i]) && pending(a, k[i]))
+					if (async_is_task(a, k[i]) && pending(a, k[i]))
 						out[n++] = (uint64_t)(uintptr_t)k[i];
 				if (m < 0)
 					c->pos = UINT64_MAX;

@@ -253,6 +253,45 @@ int async_str_eq(PyObject *s, const char *lit)
 	return memcmp(buf, lit, n) == 0;
 }
 
+int async_is_task(const struct strata_asyncref *a, PyObject *o)
+{
+	return async_is_a(o, a->task_type) || async_is_a(o, a->py_task_type);
+}
+int async_is_cfuture(const struct strata_asyncref *a, PyObject *o)
+{
+	return async_is_a(o, a->future_type) || async_is_a(o, a->task_type);
+}
+int async_is_future(const struct strata_asyncref *a, PyObject *o)
+{
+	return async_is_cfuture(a, o) || async_is_a(o, a->py_future_type) || async_is_a(o, a->py_task_type);
+}
+
+/* A set's keys into out (up to max), weak references followed. */
+int async_set_keys(PyObject *set, PyObject **out, int max, uint64_t *pos, int budget)
+{
+	PySetObject *s = (PySetObject *)set;
+	Py_ssize_t mask = LD(s->mask);
+	setentry *table = LD(s->table);
+	if (mask < 0 || mask > (1 << 26) || !table)
+		return -1;
+	int n = 0;
+	uint64_t i = pos ? *pos : 0;
+	for (; i <= (uint64_t)mask && n < max && budget-- > 0; i++) {
+		PyObject *k = LD(table[i].key);
+		if (!k)
+			continue;
+		if (KIND(k) == K_WEAKREF) {
+			k = LD(((PyWeakReference *)k)->wr_object);
+			if (!k || KIND(k) == K_NONE)
+				continue;
+		}
+		out[n++] = k;
+	}
+	if (pos)
+		*pos = i > (uint64_t)mask ? UINT64_MAX : i;
+	return n;
+}
+
 PyObject *async_dict_get(PyObject *d, const char *name)
 {
 	enum { MAXE = 4096 };

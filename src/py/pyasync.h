@@ -211,6 +211,15 @@ int async_type_kind(PyTypeObject *tp);
 int async_str_eq(PyObject *s, const char *lit);
 /* The value of key `name` (a str) in dict d, or NULL. */
 PyObject *async_dict_get(PyObject *d, const char *name);
+/* Whether o is a task (C or pure-Python), a C future (or task), any future. */
+int async_is_task(const struct strata_asyncref *a, PyObject *o);
+int async_is_cfuture(const struct strata_asyncref *a, PyObject *o);
+int async_is_future(const struct strata_asyncref *a, PyObject *o);
+/* Up to max keys of set `set` into out, weak references followed to what
+ * they refer to, from table index *pos (pos NULL: from the start), looking
+ * at no more than `budget` entries; *pos is left where to go on
+ * (UINT64_MAX past the end). How many, -1 if set does not read as one. */
+int async_set_keys(PyObject *set, PyObject **out, int max, uint64_t *pos, int budget);
 #endif
 
 #endif
