@@ -6,7 +6,7 @@ computes for a fixed amount of work, run unprofiled and under
 whole run (the program, and with strata its helper: children included)
 and the wall time, medians of --runs pairs.
 
-    bench/async_tasks.py [--tasks 10000] [--runs 3] [--python python3]
+    bench/async_tasks.py [--tasks 10000] [--runs 3] [--rounds 2000] [--python python3]
 """
 import argparse
 import os
@@ -32,7 +32,7 @@ async def idle():
 async def main(n):
     tasks = [asyncio.create_task(idle()) for _ in range(n)]
     await asyncio.sleep(0)
-    for _ in range(400):
+    for _ in range(int(sys.argv[2])):
         burn(20000)
         await asyncio.sleep(0)
     for t in tasks:
@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--rate", default="100")
+    ap.add_argument("--rounds", type=int, default=2000, help="rounds of the computing task (the run's length)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         prog = os.path.join(d, "tasks.py")
@@ -86,9 +87,9 @@ def main():
             f.write(PROGRAM)
         base, prof = [], []
         for _ in range(a.runs):
-            base.append(run([a.python, prog, str(a.tasks)]))
+            base.append(run([a.python, prog, str(a.tasks), str(a.rounds)]))
             prof.append(run([STRATA, "record", "-q", "--mode", "wall", "-F", a.rate, "-o", os.path.join(d, "p.strata"),
-                             "--", a.python, prog, str(a.tasks)]))
+                             "--", a.python, prog, str(a.tasks), str(a.rounds)]))
         bc, bw = statistics.median(c for c, _, _ in base), statistics.median(w for _, w, _ in base)
         pc, pw = statistics.median(c for c, _, _ in prof), statistics.median(w for _, w, _ in prof)
         hc = statistics.median(h for _, _, h in prof)

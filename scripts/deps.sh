@@ -55,6 +55,9 @@ TEST="$TEST libpython3.11-testsuite"
 # every descriptor and redirects the standard ones (pyenv's interpreters get
 # it from PyPI in their virtualenvs, scripts/pyenvs.sh).
 TEST="$TEST python3-daemon"
+# asyncio (issue 23): uvloop's event loop and an aiohttp server under
+# Debian's Python (the pyenv interpreters get them in scripts/pyenvs.sh).
+TEST="$TEST python3-uvloop python3-aiohttp"
 
 case "$what" in
 	build) pkgs="$BUILD" ;;

@@ -77,6 +77,11 @@ PYTHONS_PKGS="python3.14 python3.14-dev python3.14-venv python3.15 python3.15-de
 # The interpreters' own test suites for tests/cpython/run_regrtests.py.
 TEST_LIBS="python3-numpy python3-numba python3-pytest python3-pytest-xdist python3-setuptools python3-daemon
 	libpython3.14-testsuite libpython3.15-testsuite"
+# The asyncio tests' uvloop and aiohttp: sid's packages for 3.14; wheels
+# from PyPI in the 3.15 virtualenv (VENV_EXTRAS, added to it without
+# making it anew).
+TEST_LIBS="$TEST_LIBS python3-uvloop python3-aiohttp"
+VENV_EXTRAS="uvloop aiohttp"
 # Tools the functional tests call: callgrind_annotate (valgrind), tmux for
 # strata top, glibc's debug information for --native, protoc for pprof,
 # flamegraph.pl (libdevel-nytprof-perl), perf, ps. Node.js with the npm
@@ -260,6 +265,25 @@ venv_315() {
 		"$VENVS" "$VENV_PKGS"
 }
 
+# venv_extras DIR: VENV_EXTRAS from wheels into root DIR's 3.15 virtualenv,
+# tried once per list (recorded in .extras); a missing wheel skips the
+# tests that use it.
+venv_extras() {
+	r=$1
+	for d in "$r$VENVS"/3.15.*; do
+		[ -f "$d/.ready" ] || continue
+		[ "$(cat "$d/.extras" 2>/dev/null)" = "$VENV_EXTRAS" ] && continue
+		in_root "$r" sh -c '
+			cert=""
+			[ -f /etc/strata-host-ca.crt ] && cert="--cert /etc/strata-host-ca.crt"
+			for p in $1; do
+				"$0/bin/python" -m pip install $cert -q --disable-pip-version-check --no-cache-dir --only-binary :all: "$p" ||
+					echo "sidroot.sh: no $p wheel for Python 3.15: its asyncio tests with $p skip" >&2
+			done
+			echo "$1" > "$0/.extras"' "${d#$r}" "$VENV_EXTRAS"
+	done
+}
+
 # Whether root DIR has its 3.15 virtualenv made (or tried) for this recipe.
 venv_done() {
 	for f in "$1$VENVS"/3.15.*/.ready "$1$VENVS"/3.15.*/.failed; do
@@ -345,6 +369,7 @@ ensure() {
 		fi
 	fi
 	venv_done "$ROOT" || venv_315 "$ROOT"
+	venv_extras "$ROOT"
 	# Runs share the root; a later update waits for them.
 	flock -s 9
 }

@@ -90,7 +90,9 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 	const int jit = !agent.cfg.native && uc && jit_active();
 	const unsigned ndepth = agent.cfg.native && uc ? agent.cfg.native_depth : jit ? 1 : 0;
 	uint32_t cbytes = ncounters * (uint32_t)sizeof(uint64_t);
-	uint32_t max = (uint32_t)(sizeof(struct rsample) + cbytes + depth * sizeof(struct strata_pyframe) + ndepth * 8u);
+	struct strata_taskhint hint = { .at = -1, .len = 0 };
+	uint32_t max = (uint32_t)(sizeof(struct rsample) + cbytes + depth * sizeof(struct strata_pyframe) + ndepth * 8u +
+				  sizeof(hint.name));
 	struct ring *ring = &s->ring;
 	uint8_t *p = ring_reserve(ring, max);
 	if (!p) {
@@ -134,7 +136,7 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 				/* asyncio: which task this thread runs (its
 				 * chain is resolved by the helper). */
 				if (n && atomic_load_explicit(&agent.async_ready, memory_order_acquire))
-					h->task = agent_py->running_task(ts, &agent.async_ref);
+					h->task = agent_py->running_task(ts, &agent.async_ref, &hint);
 			}
 		}
 		s->guard_on = 0;
@@ -145,6 +147,8 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 		gc = 0;
 		missing = 0;
 		h->task = 0;
+		hint.at = -1;
+		hint.len = 0;
 		h->stack_flags |= STACK_PY_FAULT;
 	}
 	if (gc)
@@ -187,10 +191,20 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 		}
 		h->nnative = (uint16_t)nn;
 	}
+	uint32_t len = (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) + (uint32_t)nn * 8u);
+	if (h->task) {
+		/* What the helper cannot read once the task has ended: where
+		 * its coroutine frame is, and its name (after the frames). */
+		if (hint.at >= 0 && hint.at < n)
+			h->task_at = (uint16_t)(hint.at + 1);
+		uint8_t nl = hint.len <= sizeof(hint.name) ? hint.len : 0;
+		memcpy(p + len, hint.name, nl);
+		h->task_name_len = nl;
+		len += nl;
+	}
 	/* A ring a quarter full wakes the writer, which naps while it finds
 	 * nothing to drain. */
-	if (ring_commit(ring, (uint32_t)(sizeof(*h) + cbytes + (uint32_t)n * sizeof(struct strata_pyframe) +
-				       (uint32_t)nn * 8u)))
+	if (ring_commit(ring, len))
 		link_poke();
 	if (!alloc)
 		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);

@@ -1,14 +1,17 @@
 /*
- * tasks.h — asyncio in the helper (tasks.c): finding the target's tasks,
- * the logical stack of a sample of a running task, task names in the
- * stream; and the lock every caller of the reader holds (its calls are
- * not reentrant: one cache of the target's memory).
+ * tasks.h — asyncio in the helper: finding the target's tasks and turning
+ * a sample of a thread that runs a task into the task's logical stack,
+ * with task names in the stream (tasks.c); sampling the suspended tasks
+ * where they wait in wall mode, on the thread that runs their loop
+ * (tasks-wall.c). And the lock every caller of the reader holds (its
+ * calls are not reentrant: one cache of the target's memory).
  */
 #ifndef STRATA_AGENTD_TASKS_H
 #define STRATA_AGENTD_TASKS_H
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shm/agent.h"
 #include "common/format.h"
@@ -24,20 +27,28 @@ struct tstack {
 	uint32_t loop_at;
 };
 
+/* tasks.c */
+
 /* Looks for asyncio in the target (at most every 100 ms until found). */
 void tasks_poll(void);
 int tasks_ready(void);
-/* The logical stack of sample h (of a thread running task h->task):
- * 0 with out filled, -1 to keep the sample as it is. May append REC_TASK
- * records to recs. */
-int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, struct tstack *out, struct wbuf *recs);
-uint32_t tasks_index(uint64_t addr, const char *name, struct wbuf *recs);
-/* Wall mode (the sampler thread, each tick): samples of the suspended
- * tasks, where each waits (SAMPLE_TASK_WAITING), into the sampler's ring. */
-void tasks_wall_tick(void);
+/* The logical stack of sample h (of a thread running task h->task, or a
+ * waiting task's sample), whose tail names the task (name, nlen bytes;
+ * nlen 0: none): 0 with out filled, -1 to keep the sample as it is. May
+ * append TASK records to recs. */
+int tasks_logical(const struct rsample *h, const struct strata_pyframe *py, const char *name, unsigned nlen,
+		  struct tstack *out, struct wbuf *recs);
 /* The end of a writer pass: resolved chains are forgotten. */
 void tasks_pass_end(void);
 /* A new stream: task records start over. */
 void tasks_stream_reset(void);
+
+/* tasks-wall.c */
+
+/* Wall mode (the sampler thread, each tick): samples of the suspended
+ * tasks, where each waits (SAMPLE_TASK_WAITING), into the sampler's ring. */
+void tasks_wall_tick(void);
+/* The writer saw thread tid run a task of event loop `loop`. */
+void tasks_loop_seen(uint64_t loop, pid_t tid);
 
 #endif

@@ -6,7 +6,8 @@
  * samples itself in its handler, native stack included. A thread that is
  * blocked (sleeping, in I/O, waiting for the GIL) is not disturbed at
  * all: its Python frames are read from here, through the target's memory,
- * and the sample is marked idle. Blocked system calls therefore never see
+ * and the sample is marked idle, with why it waits (waitwhy.c: the GIL, I/O,
+ * select/poll, a sleep, a lock). Blocked system calls therefore never see
  * our signal.
  *
  * A blocked thread cannot change its own stack, so its frames are read
@@ -28,6 +29,7 @@
 #include "agentd.h"
 #include "remote.h"
 #include "tasks.h"
+#include "waitwhy.h"
 #include "common/format.h"
 
 #define WALL_TAG ((void *)&agent.sampler_slot)
@@ -45,6 +47,7 @@ struct wall_cache {
 	uint64_t runtime, pcount;
 	uint32_t n, missing;
 	uint16_t flags;
+	uint8_t wait;
 	int valid;
 	struct strata_pyframe fr[];
 };
@@ -176,7 +179,10 @@ static void capture_idle(struct tslot *s)
 		h->npy = (uint16_t)c->n;
 		h->py_missing = c->missing;
 		h->stack_flags = c->flags;
+		h->wait = c->wait;
 	} else {
+		/* A new episode of blocking: why this one (waitwhy.c). */
+		h->wait = wait_why(s->tid);
 		/* The writer reads tasks through the same reader. */
 		pthread_mutex_lock(&agentd_reader_lock);
 		uint64_t ts = (uint64_t)(uintptr_t)s->tstate;
@@ -209,6 +215,7 @@ static void capture_idle(struct tslot *s)
 			c->n = (uint32_t)n;
 			c->missing = missing;
 			c->flags = flags;
+			c->wait = h->wait;
 			c->runtime = rt;
 			c->pcount = pc;
 			c->valid = have && !(flags & STACK_PY_FAULT);

@@ -180,10 +180,12 @@ static void put_sample(const struct rsample *h)
 	const struct strata_pyframe *py = (const struct strata_pyframe *)p;
 	p += h->npy * sizeof(struct strata_pyframe);
 	const uint64_t *native = (const uint64_t *)p;
+	p += h->nnative * sizeof(uint64_t);
+	const char *task_name = (const char *)p;
 
 	/* A thread running an asyncio task: its logical stack (tasks.c). */
 	static struct tstack ts;
-	int logical = h->task && tasks_logical(h, py, &ts, &W.recs) == 0;
+	int logical = h->task && tasks_logical(h, py, task_name, h->task_name_len, &ts, &W.recs) == 0;
 	uint32_t stack = logical ? stack_index(h, ts.py, ts.npy, native, &ts) : stack_index(h, py, h->npy, native, NULL);
 	if (stack == UINT32_MAX) {
 		W.dropped++;
@@ -202,6 +204,7 @@ static void put_sample(const struct rsample *h)
 		.weight = h->weight,
 		.flags = h->sample_flags,
 		.ncounters = h->ncounters,
+		.wait = h->wait,
 	};
 	for (uint32_t i = 0; i < h->ncounters && i < STRATA_MAX_COUNTERS; i++)
 		s.counters[i] = counters[i];

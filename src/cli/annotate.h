@@ -24,6 +24,7 @@ struct annotate_opts {
 	uint32_t event;
 	const char *event_name;
 	const char *type;
+	const char *task;    /* --task: only the samples of this asyncio task */
 	const char *target;
 	uint32_t pid, tid;
 	int no_idle;

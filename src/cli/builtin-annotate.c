@@ -65,6 +65,8 @@ static const char usage_text[] =
 	"  -p, --pid PID        only samples of process PID\n"
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
+	"      --task NAME      asyncio: only the samples of task NAME (its own frames,\n"
+	"                       running or waiting: docs/async.md)\n"
 	"      --asm            under each JIT-compiled line (Numba, recorded with\n"
 	"                       --jit-lines), its machine code with the samples of each\n"
 	"                       instruction\n"
@@ -406,6 +408,7 @@ int cmd_annotate(int argc, char **argv)
 		{ "no-idle", no_argument, 0, 'I' },
 		{ "asm", no_argument, 0, 'A' },
 		{ "type", required_argument, 0, 'Y' },
+		{ "task", required_argument, 0, 'K' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -488,6 +491,9 @@ int cmd_annotate(int argc, char **argv)
 		case 'Y':
 			o.type = optarg;
 			break;
+		case 'K':
+			o.task = optarg;
+			break;
 		case 'A':
 			o.asm_ = 1;
 			break;
@@ -513,7 +519,7 @@ int cmd_annotate(int argc, char **argv)
 	if (o.json)
 		o.color = 0;
 
-	struct profile *p = cli_load_profile(o.path, NULL, o.type);
+	struct profile *p = cli_load_profile(o.path, NULL, o.type, o.task);
 	if (!p)
 		return 1;
 	/* Allocations carry no time samples: hottest by their bytes. */

@@ -32,6 +32,8 @@ static const char usage_text[] =
 	"                         [PyMem_Malloc], ...: see strata report's types\n"
 	"                         table); single-value formats then show alloc-bytes\n"
 	"      --no-idle          leave out samples of blocked threads (wall mode)\n"
+	"      --task NAME        asyncio: only the samples of task NAME (running or\n"
+	"                         waiting: see strata report's tasks table)\n"
 	"      --keep-interpreter keep CPython's own frames in native stacks\n"
 	"      --no-inline        native stacks: no frames for inlined functions\n"
 	"                         (their time goes to the function they are in)\n"
@@ -129,7 +131,7 @@ int diff_setup(const struct profile *p, const char *path, const char *base_path,
 			const struct diff_match_opts *mo, struct profile **base, struct diff_match **m,
 			struct export_diff *d)
 {
-	if (!(*base = cli_load_profile(base_path, lo, type)))
+	if (!(*base = cli_load_profile(base_path, lo, type, NULL)))
 		return 1;
 	const struct profile *cp[2] = { *base, p };
 	const char *names[2] = { base_path, path };
@@ -153,7 +155,7 @@ int diff_setup(const struct profile *p, const char *path, const char *base_path,
 
 int cmd_convert(int argc, char **argv)
 {
-	const char *format = NULL, *output = NULL, *event = NULL, *type = NULL, *base_path = NULL;
+	const char *format = NULL, *output = NULL, *event = NULL, *type = NULL, *base_path = NULL, *task = NULL;
 	const char *strip[64];
 	struct diff_match_opts mo = { strip, 0 };
 	int absolute = 0;
@@ -167,6 +169,7 @@ int cmd_convert(int argc, char **argv)
 		{ "keep-interpreter", no_argument, 0, 'K' },
 		{ "no-inline", no_argument, 0, 'N' },
 		{ "type", required_argument, 0, 'T' },
+		{ "task", required_argument, 0, 'k' },
 		{ "diff", required_argument, 0, 'D' },
 		{ "absolute", no_argument, 0, 'A' },
 		{ "strip-prefix", required_argument, 0, 'S' },
@@ -183,6 +186,7 @@ int cmd_convert(int argc, char **argv)
 		case 'K': lo.keep_interpreter = 1; break;
 		case 'N': lo.no_inline = 1; break;
 		case 'T': type = optarg; break;
+		case 'k': task = optarg; break;
 		case 'D': base_path = optarg; break;
 		case 'A': absolute = 1; break;
 		case 'S':
@@ -214,7 +218,7 @@ int cmd_convert(int argc, char **argv)
 		return 2;
 	}
 	const char *path = argv[optind];
-	struct profile *p = cli_load_profile(path, &lo, type);
+	struct profile *p = cli_load_profile(path, &lo, type, task);
 	if (!p)
 		return 1;
 	if (!p->nsamples)

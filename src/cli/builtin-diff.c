@@ -231,7 +231,7 @@ int cmd_diff(int argc, char **argv)
 	int rc = 1;
 	char why[512];
 	for (int s = 0; s < 2; s++)
-		if (!(p[s] = cli_load_profile(d.path[s], &lo, NULL)))
+		if (!(p[s] = cli_load_profile(d.path[s], &lo, NULL, NULL)))
 			goto done;
 	const struct profile *cp[2] = { p[0], p[1] };
 	if (diff_check(cp, d.path, event, q.absolute, &chk, why, sizeof(why))) {

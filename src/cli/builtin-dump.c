@@ -154,6 +154,8 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 			goto bad;
 		printf("sample tid=%u dt=%" PRId64 " stack=#%u weight=%u flags=%#x", s.tid, s.dt_ns, s.stack, s.weight,
 		       s.flags);
+		if (s.wait)
+			printf(" wait=%u", s.wait);
 		if (s.ncounters) {
 			printf(" counters=[");
 			for (uint32_t i = 0; i < s.ncounters; i++)

@@ -223,15 +223,9 @@ int cmd_report(int argc, char **argv)
 		o.limit = o.json ? 0 : 20;
 
 	struct load_opts lo = { .keep_interpreter = o.keep_interpreter, .no_inline = o.no_inline };
-	struct profile *p = cli_load_profile(o.path, &lo, o.type);
+	struct profile *p = cli_load_profile(o.path, &lo, o.type, o.task);
 	if (!p)
 		return 1;
-	char terr[512];
-	if (o.task && profile_filter_task(p, o.task, terr, sizeof(terr))) {
-		errorf("%s: %s", o.path, terr);
-		profile_free(p);
-		return 1;
-	}
 	/* Allocations carry no time samples: order by their bytes. */
 	if (o.type && !o.event_name)
 		o.event = p->obj_event + 1;

@@ -9,6 +9,8 @@
  * where it is. The threads are held still with ptrace while they are read
  * (ptstop.h: no signal is sent or lost) unless --nonblocking asks to read
  * them running, which is faster for the target and may show a torn stack.
+ * A process running asyncio also shows every pending task's await chain
+ * (stack-tasks.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +26,7 @@
 #include "cli/attach/ptstop.h"
 #include "cli/attach/pyproc.h"
 #include "cli/attach/stack-native.h"
+#include "cli/attach/stack-tasks.h"
 #include "common/procstat.h"
 #include "common/format.h"
 #include "lib/json.h"
@@ -39,13 +42,16 @@ static const char usage_text[] =
 	"PID (3.8 or later), loading nothing into it: for a process that is stuck,\n"
 	"slow or deadlocked. Frames are listed as in a traceback: most recent call\n"
 	"last. The process is paused (ptrace) only while its memory is read.\n"
+	"A process running asyncio also shows every pending task: its coroutines\n"
+	"(the await chain it is suspended in) under the task that awaits it.\n"
 	"\n"
 	"options:\n"
 	"  --nonblocking    read the process while it runs: no pause at all, but a\n"
 	"                   thread that is running may show a torn or partial stack\n"
 	"  --native         C/C++ frames too, merged with the Python frames (each\n"
 	"                   eval-loop activation replaced by the Python frames it runs)\n"
-	"  --json           one JSON document (threads, frames outermost first)\n"
+	"  --json           one JSON document (threads and tasks, frames outermost\n"
+	"                   first)\n"
 	"  -h, --help       this help\n"
 	"\n"
 	"Needs the right to trace PID: its own user (or root), and a Yama\n"
@@ -227,6 +233,15 @@ static void frame_view(struct pyproc *p, const struct strata_pyframe *f, struct 
 	v->line = linetable_line(&c->lt, f->lasti);
 }
 
+static void task_frame_view(struct pyproc *p, const struct strata_pyframe *f, struct stask_view *tv)
+{
+	struct fview v;
+	frame_view(p, f, &v);
+	tv->func = v.func;
+	tv->file = v.file;
+	tv->line = v.line;
+}
+
 /* --native: the thread's merged stack (leaf first) in *out; count. */
 static int merged(struct sthread *t, struct snframe **out)
 {
@@ -239,7 +254,8 @@ static int merged(struct sthread *t, struct snframe **out)
 	return stack_native_merge(SN, t->pcs, t->npcs, t->complete, t->fr, t->n, *out);
 }
 
-static void print_text(struct pyproc *p, struct sthread *th, int n, double pause_ms, int paused)
+static void print_text(struct pyproc *p, struct sthread *th, int n, double pause_ms, int paused,
+		       const struct stasks *tasks)
 {
 	char cmd[512] = "";
 	char path[64];
@@ -309,9 +325,11 @@ static void print_text(struct pyproc *p, struct sthread *th, int n, double pause
 			printf("    (the native stack could not be unwound further)\n");
 		free(mf);
 	}
+	stack_tasks_text(tasks, p, task_frame_view);
 }
 
-static int print_json(struct pyproc *p, struct sthread *th, int n, double pause_ms, int paused)
+static int print_json(struct pyproc *p, struct sthread *th, int n, double pause_ms, int paused,
+		      const struct stasks *tasks)
 {
 	struct json j;
 	json_init(&j, stdout, 2);
@@ -405,6 +423,7 @@ static int print_json(struct pyproc *p, struct sthread *th, int n, double pause_
 		json_object_end(&j);
 	}
 	json_array_end(&j);
+	stack_tasks_json(tasks, p, task_frame_view, &j);
 	json_object_end(&j);
 	return json_finish(&j);
 }
@@ -540,6 +559,15 @@ int cmd_stack(int argc, char **argv)
 		for (int f = 0; f < t->n; f++)
 			code_get(&p, t->fr[f].code);
 	}
+	/* asyncio: every pending task, while the process is still held. */
+	struct stasks tasks;
+	if (stack_tasks_read(&p, &tasks)) {
+		errorf("out of memory");
+		return 1;
+	}
+	for (int i = 0; i < tasks.n; i++)
+		for (int f = 0; f < tasks.t[i].n; f++)
+			code_get(&p, tasks.t[i].fr[f].code);
 	for (int i = 0; i < n; i++) {
 		struct ptthread *pt = paused ? ptstop_find(&ps, th[i].tid) : NULL;
 		th[i].held = pt && pt->stopped;
@@ -560,9 +588,10 @@ int cmd_stack(int argc, char **argv)
 	qsort(th, (size_t)n, sizeof(*th), tid_cmp);
 	int rc = 0;
 	if (as_json)
-		rc = print_json(&p, th, n, pause_ms, paused) ? 1 : 0;
+		rc = print_json(&p, th, n, pause_ms, paused, &tasks) ? 1 : 0;
 	else
-		print_text(&p, th, n, pause_ms, paused);
+		print_text(&p, th, n, pause_ms, paused, &tasks);
+	stack_tasks_free(&tasks);
 	stack_native_free(SN);
 	SN = NULL;
 	pyproc_close(&p);

@@ -56,6 +56,8 @@ static const char usage_text[] =
 	"      --objects-rate BYTES  one allocation sample per BYTES (implies --objects)\n"
 	"      --type NAME      only allocations of type NAME (dict, Foo, ...); implies\n"
 	"                       --objects for a command started here\n"
+	"      --task NAME      asyncio: only the samples of task NAME (running or\n"
+	"                       waiting; the 'k' key cycles through the tasks)\n"
 	"  -o, --output FILE    keep the profile in FILE (default: a temporary file,\n"
 	"                       removed at the end; the 'w' key saves a copy)\n"
 	"  -i, --interval SECS  refresh interval (default: 1)\n"
@@ -66,7 +68,7 @@ static const char usage_text[] =
 	"\n"
 	"keys: q quit, p sampling on/off, space freeze, l functions/lines, s/t sort by\n"
 	"self/total, a last interval/since start, e event, T/P thread/process filter,\n"
-	"o objects view, y type filter, w save, ? help. With the full-screen view the program's output goes to a log\n"
+	"o objects view, y type filter, k asyncio task filter, w save, ? help. With the full-screen view the program's output goes to a log\n"
 	"file, named at the end.\n";
 
 static volatile sig_atomic_t got_signal;
@@ -252,6 +254,10 @@ static enum quit on_key(struct top *T, int c)
 		top_next_type(T->p, &T->s);
 		set_message(T, "type %s", T->s.type[0] ? T->s.type : "all");
 		break;
+	case 'k':
+		top_next_task(T->p, &T->s);
+		set_message(T, "task %s", T->s.task[0] ? T->s.task : "all");
+		break;
 	case 'T':
 		top_next_thread(T->p, &T->s);
 		break;
@@ -330,6 +336,7 @@ int cmd_top(int argc, char **argv)
 		{ "objects", no_argument, 0, 'O' },
 		{ "objects-rate", required_argument, 0, 'R' },
 		{ "type", required_argument, 0, 'Y' },
+		{ "task", required_argument, 0, 'K' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -418,6 +425,13 @@ int cmd_top(int argc, char **argv)
 				return 2;
 			}
 			type = optarg;
+			break;
+		case 'K':
+			if (strlen(optarg) >= sizeof(T.s.task)) {
+				errorf("--task '%.40s...': too long", optarg);
+				return 2;
+			}
+			snprintf(T.s.task, sizeof(T.s.task), "%s", optarg);
 			break;
 		case 'h':
 			fputs(usage_text, stdout);

@@ -58,10 +58,11 @@ int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out);
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The profile at path for report, annotate and convert, its warnings
- * printed; with type (--type) only the allocations of that type. NULL
- * after a one-line error. */
+ * printed; with type (--type) only the allocations of that type, with task
+ * (--task) only the samples of that asyncio task. NULL after a one-line
+ * error. */
 struct load_opts;
-struct profile *cli_load_profile(const char *path, const struct load_opts *lo, const char *type);
+struct profile *cli_load_profile(const char *path, const struct load_opts *lo, const char *type, const char *task);
 /* Directory holding libstrata-agent.so and the per-version modules. */
 const char *agent_dir(void);
 

@@ -26,7 +26,7 @@ void errorf(const char *fmt, ...)
 	va_end(ap);
 }
 
-struct profile *cli_load_profile(const char *path, const struct load_opts *lo, const char *type)
+struct profile *cli_load_profile(const char *path, const struct load_opts *lo, const char *type, const char *task)
 {
 	char err[512];
 	struct profile *p = profile_load(path, lo, err, sizeof(err));
@@ -36,7 +36,8 @@ struct profile *cli_load_profile(const char *path, const struct load_opts *lo, c
 	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		warnf("%s: %s", path, p->warnings[i]);
-	if (type && profile_filter_type(p, type, err, sizeof(err))) {
+	if ((type && profile_filter_type(p, type, err, sizeof(err))) ||
+	    (task && profile_filter_task(p, task, err, sizeof(err)))) {
 		errorf("%s: %s", path, err);
 		profile_free(p);
 		return NULL;

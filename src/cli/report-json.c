@@ -209,6 +209,18 @@ void report_json(const struct profile *p, const struct agg *a, const struct repo
 		if (wall) {
 			json_key(j, "idle");
 			json_uint(j, a->thread_idle[ids[i]]);
+			json_key(j, "tasks_waiting");
+			json_uint(j, a->thread_tasks[ids[i]]);
+			/* Why it waited (format 1.4): samples per reason. */
+			const uint64_t *w = a->thread_wait + (size_t)ids[i] * (WAITR_MAX_KNOWN + 1);
+			json_key(j, "waits");
+			json_object_begin(j);
+			for (uint32_t r = 1; r <= WAITR_MAX_KNOWN; r++)
+				if (w[r]) {
+					json_key(j, wait_reason_key(r));
+					json_uint(j, w[r]);
+				}
+			json_object_end(j);
 		}
 		json_key(j, "dropped");
 		json_uint(j, t->dropped);

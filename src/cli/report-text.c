@@ -568,7 +568,14 @@ static void print_threads(const struct profile *p, const struct agg *a, const st
 	int wall = p->mode == MODE_WALL;
 	int nw = digits(max) > 7 ? digits(max) : 7;
 	int pw = digits(maxpid) > 5 ? digits(maxpid) : 5, tw = digits(maxtid) > 5 ? digits(maxtid) : 5;
-	int fixed = pw + 2 + tw + 2 + nw + 2 + 7 + 2 + (wall ? nw + 2 + 2 : 0);
+	/* Wall mode: why the thread waited most ("GIL 71%": of its own
+	 * samples), and, with asyncio, how many of its samples are its
+	 * loop's waiting tasks'. */
+	enum { WW = 16 };
+	int tasks = 0;
+	for (uint32_t i = 0; i < n; i++)
+		tasks |= a->thread_tasks[ids[i]] != 0;
+	int fixed = pw + 2 + tw + 2 + nw + 2 + 7 + 2 + (wall ? nw + 2 + WW + 2 + 2 : 0) + (tasks ? nw + 2 : 0);
 	int wn = width - fixed;
 	if (wn > 32)
 		wn = 32;
@@ -577,13 +584,30 @@ static void print_threads(const struct profile *p, const struct agg *a, const st
 	printf("%*s  %*s  %*s  %7s  ", pw, "pid", tw, "tid", nw, "samples", "share");
 	if (wall)
 		printf("%*s  ", nw, "idle");
+	if (tasks)
+		printf("%*s  ", nw, "tasks");
+	if (wall)
+		printf("%-*s  ", WW, "waits most");
 	printf("name\n");
 	for (uint32_t i = 0; i < n; i++) {
 		const struct pthread_info *t = &p->threads[ids[i]];
 		uint64_t s = a->thread_samples[ids[i]];
 		printf("%*u  %*u  %*" PRIu64 "  %6.1f%%  ", pw, t->pid, tw, t->tid, nw, s, pct(s, a->totals[0]));
-		if (wall)
+		if (wall) {
+			const uint64_t *w = a->thread_wait + (size_t)ids[i] * (WAITR_MAX_KNOWN + 1);
+			uint32_t top = 0;
+			for (uint32_t r = 1; r <= WAITR_MAX_KNOWN; r++)
+				if (w[r] > w[top] || (!top && w[r]))
+					top = r;
+			char why[64] = "-";
+			uint64_t own = s - a->thread_tasks[ids[i]];
+			if (top)
+				snprintf(why, sizeof(why), "%s %.0f%%", wait_reason_short(top), pct(w[top], own));
 			printf("%*" PRIu64 "  ", nw, a->thread_idle[ids[i]]);
+			if (tasks)
+				printf("%*" PRIu64 "  ", nw, a->thread_tasks[ids[i]]);
+			printf("%-*s  ", WW, why);
+		}
 		put_cell(t->name, (size_t)wn, 0, NO_PAD);
 		printf("\n");
 	}

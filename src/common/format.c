@@ -357,6 +357,8 @@ void rec_put_sample(struct wbuf *b, const struct rec_sample *r)
 	wbuf_uv(o, n);
 	for (uint32_t i = 0; i < n; i++)
 		wbuf_uv(o, r->counters[i]);
+	if (r->wait)
+		wbuf_uv(o, r->wait);
 	BODY_END(b, REC_SAMPLE);
 }
 
@@ -683,6 +685,8 @@ int rec_get_sample(struct rbuf *b, struct rec_sample *r)
 			r->counters[i] = v;
 	}
 	r->ncounters = n > STRATA_MAX_COUNTERS ? STRATA_MAX_COUNTERS : n;
+	if (!b->err && rbuf_left(b))
+		r->wait = get_u32(b); /* 1.3 */
 	return b->err ? -1 : 0;
 }
 

@@ -24,7 +24,7 @@
 #define STRATA_MAGIC "\x89STRATA\n"
 #define STRATA_MAGIC_LEN 8
 #define STRATA_FMT_MAJOR 1
-#define STRATA_FMT_MINOR 3
+#define STRATA_FMT_MINOR 4
 #define STRATA_FILE_HDR_SIZE 32
 
 #define STRATA_CHUNK_MAGIC 0x4b484353u /* "SCHK" little-endian */
@@ -307,7 +307,31 @@ struct rec_sample {
 	uint32_t flags;     /* SAMPLE_* */
 	uint32_t ncounters;
 	uint64_t counters[STRATA_MAX_COUNTERS];
+	uint32_t wait;      /* 1.4, SAMPLE_IDLE: why the thread waited (WAITR_*), 0 not known */
 };
+
+/* 1.4: why a blocked thread waits (wall mode), told by the helper from the
+ * thread's system call and the interpreter's GIL. */
+enum wait_reason {
+	WAITR_UNKNOWN = 0,
+	WAITR_GIL = 1,      /* for the GIL (a futex in the interpreter's GIL state) */
+	WAITR_IO = 2,       /* reading, writing, sending, receiving, accepting, connecting, syncing */
+	WAITR_POLL = 3,     /* select, poll, epoll */
+	WAITR_SLEEP = 4,    /* nanosleep, clock_nanosleep, a select on no file */
+	WAITR_LOCK = 5,     /* another futex (a lock, a condition, a semaphore), flock, a semaphore set */
+	WAITR_CHILD = 6,    /* wait4, waitid */
+	WAITR_SIGNAL = 7,   /* pause, sigsuspend, sigtimedwait */
+	WAITR_SYSCALL = 8,  /* another system call */
+	WAITR_NOSYSCALL = 9, /* blocked outside any system call (a page fault, stopped) */
+	WAITR_MAX_KNOWN = 9,
+};
+/* The marker frame a reader shows for reason w ("[waiting for the GIL]"),
+ * and a short key for it ("gil"); NULL for WAITR_UNKNOWN or one this build
+ * does not know. */
+const char *wait_reason_frame(uint32_t w);
+const char *wait_reason_key(uint32_t w);
+/* A few words for a table ("GIL", "I/O", "select/poll", "sleep", ...). */
+const char *wait_reason_short(uint32_t w);
 
 struct rec_dropped {
 	uint32_t tid;

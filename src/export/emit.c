@@ -278,32 +278,42 @@ static int by_time(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int thread_samples_build(struct thread_samples *ts, const struct profile *p, const struct export_opts *o)
+int tracks_build(struct thread_samples *ts, const struct profile *p, const struct export_opts *o, int tasks)
 {
-	uint32_t nt = p->nthreads;
-	ts->start = calloc((size_t)nt + 2, sizeof(*ts->start));
-	ts->idx = malloc((p->nsamples ? p->nsamples : 1) * sizeof(*ts->idx));
+	uint32_t nt = p->nthreads, ntr = nt + (tasks ? p->ntasks : 0);
+	int split = ntr > nt;
+	ts->ntracks = ntr;
+	ts->start = calloc((size_t)ntr + 2, sizeof(*ts->start));
+	ts->idx = malloc((p->nsamples ? p->nsamples : 1) * (split ? 2 : 1) * sizeof(*ts->idx));
 	if (!ts->start || !ts->idx) {
 		thread_samples_free(ts);
 		return -1;
 	}
-	/* Counting sort by thread keeps each thread's file order. */
-	for (uint64_t i = 0; i < p->nsamples; i++) {
-		const struct psample *s = &p->samples[i];
-		if (s->thread >= nt || (o->exclude_idle && (s->flags & PS_IDLE)))
-			continue;
-		ts->start[s->thread + 2]++;
+	/* Counting sort by track keeps each track's file order. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint64_t i = 0; i < p->nsamples; i++) {
+			const struct psample *s = &p->samples[i];
+			if (s->thread >= nt || (o->exclude_idle && (s->flags & PS_IDLE)))
+				continue;
+			uint32_t tr[2], n = 0;
+			if (!split || !(s->flags & PS_WAITING))
+				tr[n++] = s->thread;
+			if (split && s->task != PNONE && s->task < p->ntasks)
+				tr[n++] = nt + s->task;
+			for (uint32_t k = 0; k < n; k++) {
+				if (pass == 0)
+					ts->start[tr[k] + 2]++;
+				else
+					ts->idx[ts->start[tr[k] + 1]++] = i;
+			}
+		}
+		if (pass == 0)
+			for (uint32_t t = 0; t < ntr; t++)
+				ts->start[t + 2] += ts->start[t + 1];
 	}
-	for (uint32_t t = 0; t < nt; t++)
-		ts->start[t + 2] += ts->start[t + 1];
-	for (uint64_t i = 0; i < p->nsamples; i++) {
-		const struct psample *s = &p->samples[i];
-		if (s->thread >= nt || (o->exclude_idle && (s->flags & PS_IDLE)))
-			continue;
-		ts->idx[ts->start[s->thread + 1]++] = i;
-	}
-	/* The agent writes a thread's samples in order; sort only if not. */
-	for (uint32_t t = 0; t < nt; t++) {
+	/* The agent writes a thread's samples in order; sort only if not
+	 * (a task's waiting samples come from the helper, in order too). */
+	for (uint32_t t = 0; t < ntr; t++) {
 		uint64_t a = ts->start[t], b = ts->start[t + 1];
 		for (uint64_t k = a + 1; k < b; k++) {
 			if (p->samples[ts->idx[k]].time_ns < p->samples[ts->idx[k - 1]].time_ns) {
@@ -314,6 +324,26 @@ int thread_samples_build(struct thread_samples *ts, const struct profile *p, con
 		}
 	}
 	return 0;
+}
+
+int thread_samples_build(struct thread_samples *ts, const struct profile *p, const struct export_opts *o)
+{
+	return tracks_build(ts, p, o, 0);
+}
+
+void task_track(const struct profile *p, const struct thread_samples *ts, uint32_t k, char *name, size_t n,
+		uint32_t *process, uint64_t *first_ns, uint64_t *last_ns)
+{
+	uint32_t task = k - p->nthreads;
+	snprintf(name, n, "task %s", task < p->ntasks ? p->tasks[task] : "?");
+	*process = 0;
+	*first_ns = *last_ns = 0;
+	if (ts->start[k] < ts->start[k + 1]) {
+		const struct psample *s0 = &p->samples[ts->idx[ts->start[k]]];
+		*process = p->threads[s0->thread].process;
+		*first_ns = s0->time_ns;
+		*last_ns = p->samples[ts->idx[ts->start[k + 1] - 1]].time_ns;
+	}
 }
 
 void thread_samples_free(struct thread_samples *ts)

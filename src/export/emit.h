@@ -71,10 +71,21 @@ char *escape_dup(const char *s, char kind, uint32_t *len);
  * idle samples left out when o->exclude_idle: idx[start[t] .. start[t+1]). */
 struct thread_samples {
 	uint64_t *idx;
-	uint64_t *start; /* nthreads + 1 */
+	uint64_t *start; /* ntracks + 1 */
+	uint32_t ntracks; /* nthreads, then (tracks_build with tasks) one per asyncio task */
 };
 int thread_samples_build(struct thread_samples *ts, const struct profile *p, const struct export_opts *o);
+/* The same, as the tracks of a timeline (gecko, speedscope): with tasks
+ * and a profile that has asyncio tasks, one more track per task, its
+ * samples running and waiting, and the threads' tracks without the
+ * waiting tasks' samples (the helper attributes them to the loop's thread,
+ * but the thread was not doing them). */
+int tracks_build(struct thread_samples *ts, const struct profile *p, const struct export_opts *o, int tasks);
 void thread_samples_free(struct thread_samples *ts);
+/* A task track's name ("task NAME"), its process (that of the thread of its
+ * first sample) and the times of its first and last samples. */
+void task_track(const struct profile *p, const struct thread_samples *ts, uint32_t k, char *name, size_t n,
+		uint32_t *process, uint64_t *first_ns, uint64_t *last_ns);
 
 /* "python3 app.py (pid 123)": the command's program (and script) name and,
  * with with_id, its pid. */

@@ -27,7 +27,10 @@
  * Idle: in wall mode a sample of a blocked thread gets an "[idle]" leaf in
  * the Idle category, which the profiler leaves out of CPU views. Every
  * profiled thread is one thread (grouped by pid into processes, named by
- * the process's command), with sample times in milliseconds.
+ * the process's command), with sample times in milliseconds; so is every
+ * asyncio task ("task NAME", in its loop's process), with the task's
+ * samples running and waiting, a thread then holding only its own samples
+ * (not the waiting tasks' the helper attributes to it: docs/async.md).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +108,21 @@ static int write_thread(struct gecko *g, uint32_t t, const struct thread_samples
 {
 	const struct profile *p = g->p;
 	struct ob *b = g->b;
-	const struct pthread_info *ti = &p->threads[t];
+	/* A track: a thread, or an asyncio task (shown as a thread of the
+	 * process of its loop's thread, living from its first sample to its
+	 * last). */
+	struct pthread_info task_ti;
+	const struct pthread_info *ti = t < p->nthreads ? &p->threads[t] : &task_ti;
+	char task_name[300];
+	if (t >= p->nthreads) {
+		memset(&task_ti, 0, sizeof(task_ti));
+		uint64_t t0, t1;
+		task_track(p, ts, t, task_name, sizeof(task_name), &task_ti.process, &t0, &t1);
+		task_ti.name = task_name;
+		task_ti.pid = task_ti.tid = p->procs[task_ti.process].pid;
+		task_ti.start_ns = t0;
+		task_ti.end_ns = t1;
+	}
 	uint32_t stamp = t + 1, nn = 0, nf = 0, ns = 0;
 	int any_idle = 0;
 
@@ -283,7 +300,7 @@ static int export_gecko(const struct profile *p, FILE *out, const struct export_
 	g.strs = malloc(nf * sizeof(*g.strs));
 	g.chain = malloc(nn * sizeof(*g.chain));
 	if (!g.chain || !g.str_of || !g.smark || !g.strs || !g.b || !g.mark || !g.stack_of || !g.idle_of || !g.nodes || !g.frame_of || !g.fmark || !g.frames ||
-	    thread_samples_build(&ts, p, o) || strcache_init(&g.loc, p->nframes)) {
+	    tracks_build(&ts, p, o, 1) || strcache_init(&g.loc, p->nframes)) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
@@ -326,7 +343,7 @@ static int export_gecko(const struct profile *p, FILE *out, const struct export_
 	ob_puts(b, categories);
 	ob_puts(b, ",\"markerSchema\":[]},\n\"libs\":[],\"pausedRanges\":[],\"processes\":[],\n\"threads\":[");
 	int first = 1;
-	for (uint32_t t = 0; t < p->nthreads; t++) {
+	for (uint32_t t = 0; t < ts.ntracks; t++) {
 		if (ts.start[t] == ts.start[t + 1])
 			continue;
 		ob_puts(b, first ? "\n" : ",\n");

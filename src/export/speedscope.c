@@ -7,7 +7,11 @@
  *                   full `file` and `line`
  *   profiles        one "sampled" profile per thread that has samples,
  *                   named "process (pid) · thread (tid)"; each sample is
- *                   its stack as frame indices, root first
+ *                   its stack as frame indices, root first; and one per
+ *                   asyncio task, "process (pid) · task NAME", with the
+ *                   task's samples running and waiting (a thread's
+ *                   profile then holds only the thread's own samples:
+ *                   docs/async.md)
  *   weights         the shown event: for samples, the sampling period in
  *                   nanoseconds times the sample's weight (speedscope then
  *                   shows CPU or wall time); for a counter, its count
@@ -34,7 +38,7 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 	uint32_t *dense = malloc((p->nframes ? p->nframes : 1) * sizeof(*dense));
 	uint8_t *used = calloc(p->nnodes ? p->nnodes : 1, 1);
 	uint32_t *stack = malloc(((size_t)p->nnodes + 1) * sizeof(*stack));
-	uint64_t *tweight = calloc(p->nthreads ? p->nthreads : 1, sizeof(*tweight));
+	uint64_t *tweight = calloc((size_t)p->nthreads + p->ntasks + 1, sizeof(*tweight));
 	char (*digits)[8] = NULL;  /* up to 9,999,999 frames */
 	uint8_t *dlen = NULL;
 	int rc = -1;
@@ -47,7 +51,7 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 		free(tweight);
 		return -1;
 	}
-	if (!b || !dense || !used || !stack || !tweight || thread_samples_build(&ts, p, o) ||
+	if (!b || !dense || !used || !stack || !tweight || tracks_build(&ts, p, o, 1) ||
 	    strcache_init(&names, p->nframes)) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
@@ -56,7 +60,7 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 	uint64_t scale = timed ? p->period_ns : 1;
 
 	/* Frames used by exported samples, numbered densely in node order. */
-	for (uint32_t t = 0; t < p->nthreads; t++)
+	for (uint32_t t = 0; t < ts.ntracks; t++)
 		for (uint64_t k = ts.start[t]; k < ts.start[t + 1]; k++) {
 			uint64_t i = ts.idx[k];
 			uint64_t v = profile_value(p, i, o->event);
@@ -115,16 +119,23 @@ static int export_speedscope(const struct profile *p, FILE *out, const struct ex
 
 	uint32_t nprof = 0, active = 0;
 	uint64_t best = 0;
-	for (uint32_t t = 0; t < p->nthreads; t++) {
+	for (uint32_t t = 0; t < ts.ntracks; t++) {
 		if (!tweight[t])
 			continue;
-		if (tweight[t] > best) {
+		if (tweight[t] > best && t < p->nthreads) {
 			best = tweight[t];
 			active = nprof;
 		}
 		char pn[256], tn[256], full[600];
-		process_name(p, p->threads[t].process, 1, pn, sizeof(pn));
-		thread_name(p, t, 1, tn, sizeof(tn));
+		if (t < p->nthreads) {
+			process_name(p, p->threads[t].process, 1, pn, sizeof(pn));
+			thread_name(p, t, 1, tn, sizeof(tn));
+		} else {
+			uint32_t proc;
+			uint64_t t0, t1;
+			task_track(p, &ts, t, tn, sizeof(tn), &proc, &t0, &t1);
+			process_name(p, proc, 1, pn, sizeof(pn));
+		}
 		snprintf(full, sizeof(full), "%s \xC2\xB7 %s", pn, tn);
 		ob_puts(b, nprof ? ",\n{\"type\":\"sampled\",\"name\":" : "\n{\"type\":\"sampled\",\"name\":");
 		ob_json_str(b, full);

@@ -34,6 +34,8 @@ void agg_free(struct agg *a)
 	free(a->lines);
 	free(a->thread_samples);
 	free(a->thread_idle);
+	free(a->thread_wait);
+	free(a->thread_tasks);
 	free(ap->block);
 	free(ap);
 }
@@ -125,8 +127,10 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 	a->totals = calloc(ne, sizeof(uint64_t));
 	a->thread_samples = calloc(p->nthreads + 1, sizeof(uint64_t));
 	a->thread_idle = calloc(p->nthreads + 1, sizeof(uint64_t));
+	a->thread_wait = calloc((size_t)(p->nthreads + 1) * (WAITR_MAX_KNOWN + 1), sizeof(uint64_t));
+	a->thread_tasks = calloc(p->nthreads + 1, sizeof(uint64_t));
 	if (!node_cost || !node_hit || !thr_ok || !fself || !ftotal || !lself || !ltotal || !fseen || !lseen ||
-	    !a->totals || !a->thread_samples || !a->thread_idle)
+	    !a->totals || !a->thread_samples || !a->thread_idle || !a->thread_wait || !a->thread_tasks)
 		goto fail;
 
 	/* 1: samples → leaf nodes. */
@@ -142,6 +146,8 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 			continue;
 		if (f->type && (!(s->flags & PS_ALLOC) || s->type != f->type - 1))
 			continue;
+		if (f->task && s->task != f->task - 1)
+			continue;
 		const uint64_t *v = p->values + i * ne;
 		uint64_t *c = node_cost + (size_t)s->node * ne;
 		for (uint32_t e = 0; e < ne; e++) {
@@ -150,8 +156,13 @@ struct agg *profile_aggregate(const struct profile *p, const struct agg_filter *
 		}
 		node_hit[s->node] = 1;
 		a->thread_samples[s->thread] += v[0];
-		if (s->flags & PS_IDLE)
+		if (s->flags & PS_WAITING)
+			a->thread_tasks[s->thread] += v[0];
+		if (s->flags & PS_IDLE) {
 			a->thread_idle[s->thread] += v[0];
+			a->thread_wait[(size_t)s->thread * (WAITR_MAX_KNOWN + 1) + (s->wait <= WAITR_MAX_KNOWN ? s->wait : 0)] +=
+				v[0];
+		}
 		a->nsamples++;
 	}
 

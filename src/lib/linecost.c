@@ -61,6 +61,8 @@ static int sample_ok(const struct profile *p, const struct psample *s, const str
 		return 0;
 	if (f->type && (!(s->flags & PS_ALLOC) || s->type != f->type - 1))
 		return 0;
+	if (f->task && s->task != f->task - 1)
+		return 0;
 	return !(f->exclude_idle && (s->flags & PS_IDLE));
 }
 

@@ -334,6 +334,18 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 						   ((r.flags & SAMPLE_TASK_WAITING) ? PS_WAITING : 0));
 	if (i == UINT64_MAX)
 		return;
+	/* 1.3: why a blocked thread waited, as a frame at the leaf. */
+	const char *why = (r.flags & SAMPLE_IDLE) ? wait_reason_frame(r.wait) : NULL;
+	if (why) {
+		uint32_t f = profile_marker_frame(p, why);
+		uint32_t node = f == PNONE ? PNONE : profile_intern_node(p, p->samples[i].node, f,
+									   NODE_FIRST_FUNC | NODE_FIRST_LINE);
+		if (node == PNONE)
+			in->oom = 1;
+		else
+			p->samples[i].node = node;
+		p->samples[i].wait = (uint8_t)r.wait;
+	}
 	uint64_t w = r.weight;
 	uint64_t *v = p->values + i * p->nevents;
 	v[0] = w;

@@ -108,6 +108,7 @@ struct psample {
 	uint32_t flags;      /* PS_* */
 	uint32_t type;       /* PS_ALLOC: index into types; else PNONE */
 	uint32_t task;       /* the innermost asyncio task of its stack: index into tasks; else PNONE */
+	uint8_t wait;        /* PS_IDLE: why the thread waited (WAITR_*, format.h), 0 not known */
 };
 
 struct pthread_info {
@@ -325,6 +326,11 @@ struct agg {
 	uint32_t nlines;
 	uint64_t *thread_samples; /* per thread: sum of weights over the filtered samples */
 	uint64_t *thread_idle;    /* per thread: idle part of it */
+	/* per thread, (WAITR_MAX_KNOWN + 1) counts: the idle part by reason */
+	uint64_t *thread_wait;
+	/* per thread: the part of its samples that are waiting asyncio tasks'
+	 * (the helper attributes them to the thread that runs their loop) */
+	uint64_t *thread_tasks;
 };
 
 /* Aggregates self and total cost per function and per (function, line).

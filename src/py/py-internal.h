@@ -125,9 +125,10 @@ int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *miss
 int rp_threads(struct strata_pythread *out, int max);
 #endif
 
-/* pyframes.c, for pyasync.c */
+/* pyframes.c, for pyasync*.c */
 int py_frame_info(const void *frame, struct strata_pyframe *out);
-int py_chain_has(void *ts, const void *target);
+int py_chain_index(void *ts, const void *target);
+void *py_frame_code(const void *frame);
 
 /* pycode.c */
 int py_read_code(uint64_t addr, struct strata_codeinfo *out);
@@ -140,15 +141,17 @@ char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name);
 /* pycode.c: a str object's text (malloc'ed UTF-8), or NULL */
 char *py_read_strobj(uint64_t addr);
 
-/* pyasync.c */
+/* pyasync.c (handler), pyasync-read.c and pyasync-await.c (reader) */
 #ifndef STRATA_REMOTE
-uint64_t py_running_task(void *tstate, const struct strata_asyncref *a);
+uint64_t py_running_task(void *tstate, const struct strata_asyncref *a, struct strata_taskhint *hint);
 #else
-int rp_asyncio_find(struct strata_asyncref *out, char *why, size_t n);
-int rp_task_read(const struct strata_asyncref *a, uint64_t task, struct strata_taskinfo *info,
+int rp_asyncio_find(uint64_t debug, struct strata_asyncref *out, char *why, size_t n);
+int rp_task_read(const struct strata_asyncref *a, uint64_t task, int name, struct strata_taskinfo *info,
 		 struct strata_pyframe *fr, int max);
 int rp_task_awaiters(const struct strata_asyncref *a, uint64_t task, uint64_t *out, int max);
-int rp_tasks(const struct strata_asyncref *a, uint64_t *out, int max);
+int rp_tasks_next(const struct strata_asyncref *a, struct strata_taskcursor *c, uint64_t *out, int max, int *wrapped);
+int rp_loop_thread(const struct strata_asyncref *a, uint64_t loop, uint64_t *pthread_id, uint32_t *tid);
+int rp_gil_range(uint64_t *lo, uint64_t *hi);
 #endif
 
 /* pylayout.c */

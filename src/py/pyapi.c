@@ -143,7 +143,9 @@ static const struct strata_pyreader reader = {
 	.asyncio_find = rp_asyncio_find,
 	.task_read = rp_task_read,
 	.task_awaiters = rp_task_awaiters,
-	.tasks = rp_tasks,
+	.tasks_next = rp_tasks_next,
+	.loop_thread = rp_loop_thread,
+	.gil_range = rp_gil_range,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)

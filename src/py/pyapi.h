@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 9
+#define STRATA_PYAPI_VERSION 10
 
 struct strata_pysyms;
 
@@ -46,27 +46,60 @@ struct strata_codeinfo {
 	size_t linetable_len;
 };
 
-/* Where asyncio keeps its tasks in the target (pyasync.c, docs/async.md):
+/* Where asyncio keeps its tasks in the target (pyasync*.c, docs/async.md):
  * found by the reader (strata_pyreader.asyncio_find) once asyncio is
  * imported, and handed to the in-process module for the handler. */
 struct strata_asyncref {
-	uint64_t current_tasks;  /* dict: event loop -> the task it is running */
+	uint64_t current_tasks;  /* dict: event loop -> the task it is running (3.8-3.13; 3.14+: pure-Python mode) */
 	uint64_t task_type;      /* _asyncio.Task (C tasks), 0 if none */
-	uint64_t py_task_type;   /* asyncio.tasks.Task when it is the pure-Python class, else 0 */
-	uint64_t future_type;    /* _asyncio.Future (or the pure-Python Future) */
+	uint64_t py_task_type;   /* asyncio.tasks._PyTask, the pure-Python class, 0 if not found */
+	uint64_t future_type;    /* _asyncio.Future, 0 if none */
+	uint64_t py_future_type; /* asyncio.futures._PyFuture */
 	uint64_t all_tasks;      /* WeakSet of the tasks (_all_tasks; 3.12+ _scheduled_tasks) */
 	uint64_t eager_tasks;    /* 3.12+: set of eagerly started tasks */
+	/* The interned names of a pure-Python task's attributes (the keys of
+	 * its instance dict), compared by address in the handler: 0 if not
+	 * known. */
+	uint64_t key_coro, key_name, key_loop, key_awaited_by;
+	/* 3.14+: the _asyncio module's _Py_AsyncioModuleDebugOffsets (its
+	 * address in the target), checked against this module's layout;
+	 * tstate_task says the handler reads tstate->asyncio_running_task. */
+	uint64_t debug;
+	int32_t tstate_task;
+	int32_t pad;
 };
 
 /* One task as the reader reads it (strata_pyreader.task_read). */
 struct strata_taskinfo {
 	char name[128];          /* create_task(name=...), else Task-N */
 	uint64_t coro;           /* its coroutine */
+	uint64_t loop;           /* its event loop */
 	uint64_t waiter;         /* the future it is blocked on (_fut_waiter), 0 if none */
 	uint64_t awaits;         /* the future (or task) at the bottom of its await chain, 0 if none */
 	int32_t awaits_task;     /* 1 if `awaits` is a task */
 	int32_t running;         /* its coroutine is running (not suspended, not finished) */
+	int32_t done;            /* its coroutine has finished (fr then holds nothing) */
 	uint32_t nframes;        /* frames of its coroutine chain */
+	uint64_t code;           /* its coroutine's code object (even once it finished) */
+	uint16_t first;          /* and that code's co_firstlineno (low 16 bits) */
+};
+
+/* What the handler can tell about the task it found running (beside its
+ * address), for when the task has ended by the time the helper reads it:
+ * the index in the walk (leaf first) of the task's coroutine frame, and
+ * its name. */
+struct strata_taskhint {
+	int32_t at;              /* -1 if not found */
+	uint8_t len;             /* bytes of name */
+	char name[47];           /* not NUL-terminated */
+};
+
+/* Where one call of strata_pyreader.tasks_next goes on from. */
+struct strata_taskcursor {
+	uint32_t source;         /* which list of tasks */
+	uint32_t pad;
+	uint64_t pos;            /* where in it: a table index, or the last task's list node */
+	uint64_t list;           /* 3.14+: the thread state (or interpreter) whose list is being read */
 };
 
 enum strata_phase {
@@ -145,10 +178,12 @@ struct strata_pyapi {
 	 * which the helper, reading later, cannot promise. */
 	int (*type_name)(int (*rd)(void *ctx, void *dst, uint64_t src, size_t n), void *ctx, uint64_t type,
 			 char *buf, size_t n, uint64_t *tag);
-	/* handler: the asyncio task (C _asyncio.Task) thread `tstate` is
-	 * running, its coroutine's frame being on the thread's chain; 0 if
-	 * none (or on a version whose tasks are not read: docs/async.md). */
-	uint64_t (*running_task)(void *tstate, const struct strata_asyncref *a);
+	/* handler: the asyncio task thread `tstate` is running (3.8-3.13: the
+	 * one of _current_tasks whose coroutine's frame is on the thread's
+	 * chain; 3.14+: tstate->asyncio_running_task), 0 if none; with its
+	 * hint (hint->at and the name) filled where the handler can read
+	 * them. */
+	uint64_t (*running_task)(void *tstate, const struct strata_asyncref *a, struct strata_taskhint *hint);
 };
 
 /* Exported by every per-version module. */
@@ -237,21 +272,36 @@ struct strata_pyreader {
 	 * (struct strata_rexec). 0, or -1 with one line in why (an older
 	 * Python, an interpreter built without remote debugging, unreadable). */
 	int (*remote_exec)(uint64_t tstate, struct strata_rexec *out, char *why, size_t n);
-	/* asyncio (pyasync.c): where its tasks are. 0 found, 1 not imported
-	 * (yet: ask again later), -1 with one line in why when this reader
-	 * cannot read them (a layout it was not built for, a version whose
-	 * tasks it does not read). */
-	int (*asyncio_find)(struct strata_asyncref *out, char *why, size_t n);
+	/* asyncio (pyasync-read.c): where its tasks are. debug is the
+	 * address of the _asyncio module's debug offsets in the target (the
+	 * .AsyncioDebug section of the object that holds _asyncio), 0 if not
+	 * looked for yet. 0 found; 1 not imported (yet: ask again later); 2
+	 * (3.14+) found but the debug offsets are needed: call again with
+	 * them (UINT64_MAX: the target has none); -1 with one line in why
+	 * when this reader cannot read them (a layout it was not built for). */
+	int (*asyncio_find)(uint64_t debug, struct strata_asyncref *out, char *why, size_t n);
 	/* Task `task`: its name and what it awaits into info, the frames of
 	 * its coroutine chain into fr, leaf (innermost coroutine) first.
-	 * Returns the number stored, -1 if it is not (or no longer) a task. */
-	int (*task_read)(const struct strata_asyncref *a, uint64_t task, struct strata_taskinfo *info,
+	 * Returns the number stored, -1 if it is not (or no longer) a task.
+	 * With name 0 the name is not read (info->name is empty). */
+	int (*task_read)(const struct strata_asyncref *a, uint64_t task, int name, struct strata_taskinfo *info,
 			 struct strata_pyframe *fr, int max);
-	/* The tasks awaiting `task` (directly, through gather, or as the task
-	 * of the TaskGroup it belongs to), up to max; -1 if unreadable. */
+	/* The tasks awaiting `task` (directly, through gather, wait, shield,
+	 * wait_for, or as the task of the TaskGroup it belongs to), up to
+	 * max; -1 if unreadable. */
 	int (*task_awaiters)(const struct strata_asyncref *a, uint64_t task, uint64_t *out, int max);
-	/* Every pending task, up to max; -1 if unreadable. */
-	int (*tasks)(const struct strata_asyncref *a, uint64_t *out, int max);
+	/* The pending tasks in turn: up to max into out, going on from *c
+	 * (zeroed: from the start), which is left where the next call goes on.
+	 * Returns how many, or -1 if unreadable; *wrapped is set to 1 when
+	 * the call went past the end of the last list (a round is complete). */
+	int (*tasks_next)(const struct strata_asyncref *a, struct strata_taskcursor *c, uint64_t *out, int max,
+			  int *wrapped);
+	/* The thread running event loop `loop`: its pthread id and, where the
+	 * interpreter keeps it (3.11+), its kernel id; 0 or -1 (not known). */
+	int (*loop_thread)(const struct strata_asyncref *a, uint64_t loop, uint64_t *pthread_id, uint32_t *tid);
+	/* The range of the interpreter's GIL state (where the threads that
+	 * wait for it sleep), 0 or -1. */
+	int (*gil_range)(uint64_t *lo, uint64_t *hi);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

@@ -37,8 +37,11 @@
 #ifdef STRATA_REMOTE
 /* A few recently read blocks of the target: the fields of one struct are
  * read one by one, and each read is a system call. The cache lives for one
- * call into the reader (remote_begin), so nothing stale is ever used. */
-#define RC_BLOCK 256u
+ * call into the reader (remote_begin), so nothing stale is ever used.
+ * 1 KiB blocks: a read costs about the same whatever its size up to a page
+ * (the system call and the page walk dominate), and a coroutine with its
+ * frame, a task, a code object's header each fit in one. */
+#define RC_BLOCK 1024u
 #define RC_WAYS 8
 static struct {
 	uint64_t addr[RC_WAYS];
@@ -460,14 +463,38 @@ int py_frame_info(const void *frame, struct strata_pyframe *out)
 	return 0;
 }
 
-/* Whether `target` is a frame of ts's chain (bounded like the walk). */
-int py_chain_has(void *ts, const void *target)
+/* The code object frame runs (a suspended or finished coroutine's: the
+ * interpreter keeps it when it clears the frame), NULL if none. */
+void *py_frame_code(const void *frame)
 {
-	int steps = 0;
-	for (pyframe_t *f = ts ? first_frame(ts) : NULL; f && steps < 4096; f = frame_prev(f), steps++)
+	PyCodeObject *co = frame_code((pyframe_t *)frame);
+	return co && TYPE_OF(co) == T_CODE ? co : NULL;
+}
+
+/* The index `target` has in the walk of ts (walk_frames' numbering: the
+ * frames it shows, leaf first), or -1 if it is not on ts's chain. Bounded
+ * like the walk. */
+int py_chain_index(void *ts, const void *target)
+{
+	int n = 0, steps = 0;
+	for (pyframe_t *f = ts ? first_frame(ts) : NULL; f && steps < 4096; f = frame_prev(f), steps++) {
+		if (frame_shim(f))
+			continue;
+		PyCodeObject *co = frame_code(f);
+		if (!co) {
+			if (PY_VERSION_HEX >= 0x030D0000)
+				continue;
+			return -1;
+		}
+		if (TYPE_OF(co) != T_CODE)
+			return -1;
+		if (frame_skip(f, co))
+			continue;
 		if ((const void *)f == target)
-			return 1;
-	return 0;
+			return n;
+		n++;
+	}
+	return -1;
 }
 
 static PyThreadState *find_thread(unsigned long pthread_id)
@@ -629,5 +656,26 @@ int rp_threads(struct strata_pythread *out, int max)
 	if (setjmp(remote_fail))
 		return -1;
 	return list_threads(out, max);
+}
+
+/* The main interpreter's GIL: where the threads waiting for it sleep (its
+ * mutex and condition variables are in it). */
+int rp_gil_range(uint64_t *lo, uint64_t *hi)
+{
+	remote_begin();
+	*lo = *hi = 0;
+	if (setjmp(remote_fail))
+		return -1;
+#if PY_VERSION_HEX < 0x030C0000
+	struct _gil_runtime_state *g = &RUNTIME->ceval.gil;
+#else
+	PyInterpreterState *interp = LD(RUNTIME->interpreters.main);
+	struct _gil_runtime_state *g = interp ? LD(interp->ceval.gil) : NULL;
+#endif
+	if (!g)
+		return -1;
+	*lo = (uint64_t)(uintptr_t)g;
+	*hi = *lo + sizeof(*g);
+	return 0;
 }
 #endif

@@ -350,11 +350,14 @@ struct rsample {
 	uint8_t ncounters;
 	uint8_t sample_flags;
 	uint16_t stack_flags;
-	uint32_t pad;
+	uint16_t task_at;       /* 1 + the index in py of the task's coroutine frame, 0 if not known */
+	uint8_t task_name_len;  /* bytes of the task's name after the native frames */
+	uint8_t wait;           /* wall mode, a blocked thread: why (enum wait_reason, format.h) */
 	uint64_t task;       /* the asyncio task the thread was running (its address), 0 if none */
 	/* followed by: uint64_t counters[ncounters];
 	 *              struct strata_pyframe py[npy];
-	 *              uint64_t native[nnative]; */
+	 *              uint64_t native[nnative];
+	 *              char task_name[task_name_len]; */
 };
 
 /* ---- both processes --------------------------------------------------- */

@@ -45,6 +45,8 @@ VENVS = Path(os.environ.get("STRATA_VENVS", ROOT / ".venvs"))
 
 # scripts/pyenvs.sh installs Numba in the virtualenvs of these versions on.
 NUMBA_FROM = (3, 10)
+# ... and these from wheels only, where PyPI has one (asyncio tests).
+WHEELS_ONLY = ("uvloop", "aiohttp")
 
 
 def _pyenv_root():
@@ -106,8 +108,15 @@ class Interp:
         scripts/pyenvs.sh and scripts/deps.sh fail when they cannot."""
         if name == "numba" and not self.id.startswith("debian") and self.minor < NUMBA_FROM:
             pytest.skip("no Numba for Python %s: current Numba supports %d.%d and newer" % ((self.version,) + NUMBA_FROM))
+        if not self.has_module(name) and name in WHEELS_ONLY:
+            # scripts/pyenvs.sh (and sidroot.sh for 3.15) install these
+            # from wheels only, and record that they tried.
+            extras = self.venv_python().parent.parent / ".extras" if self.venv_python() else None
+            if extras is not None and extras.exists() and name in extras.read_text().split():
+                pytest.skip("no %s wheel for Python %s on PyPI" % (name, self.version))
         if not self.has_module(name):
             where = ("Debian package python3-%s; scripts/deps.sh" % name if self.id.startswith("debian")
+                     and self.venv_python() == self.exe
                      else "the test virtualenv %s; scripts/pyenvs.sh" % (VENVS / self.version))
             pytest.fail("%s is not installed for Python %s (%s)" % (name, self.version, where))
         return self.venv_python()

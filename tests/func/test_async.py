@@ -1,16 +1,16 @@
 """asyncio: samples by task, the await chain across tasks, and where
 suspended tasks wait (docs/async.md). Known answers under every Python
-present whose tasks strata reads (3.8-3.13; 3.14+ are not read yet)."""
+present."""
 import json
+import subprocess
 
 import pytest
 
-from conftest import strata
+from conftest import PROGRAMS, strata
 
-
-def tasks_supported(python):
-    if python.minor >= (3, 14):
-        pytest.skip("asyncio tasks of Python %s are not read yet (docs/async.md)" % python.version)
+# slow_db's await of the sleep, the line a waiting sleeper waits at.
+WAIT_LINE = [i + 1 for i, l in enumerate((PROGRAMS / "async_tasks.py").read_text().splitlines())
+             if l.endswith("# the wait")][0]
 
 
 def folded(path, *args):
@@ -28,7 +28,6 @@ def bare(frame):
 
 
 def test_task_split_and_chain(python, record):
-    tasks_supported(python)
     res = record(python, "async_tasks.py", "split", "60")
     assert res.returncode == 0, res.stderr
     rep = res.report()
@@ -62,21 +61,138 @@ def test_task_filter_and_loop_frames(debian_python, record, tmp_path):
     # --keep-interpreter shows the loop's frames under the tasks.
     kept = [bare(f) for stack, _ in folded(res.path, "--keep-interpreter") for f in stack]
     assert any("run_forever" in f for f in kept)
+    # convert and annotate keep one task's samples too.
+    light = folded(res.path, "--task", "light")
+    assert light and all("[task light]" in [bare(f) for f in stack] for stack, _ in light), light
+    assert sum(n for _, n in light) == only["tasks"][0]["running"]
+    ann = strata("annotate", "--json", "--task", "heavy", res.path, str(PROGRAMS / "async_tasks.py"))
+    assert ann.returncode == 0, ann.stderr
+    heavy = [t for t in res.report()["tasks"] if t["task"] == "heavy"][0]
+    assert json.loads(ann.stdout)["samples"] == heavy["running"], ann.stdout[:300]
+    bad = strata("convert", "--task", "nosuch", "-f", "collapsed", res.path)
+    assert bad.returncode != 0 and "no asyncio task named 'nosuch'" in bad.stderr, bad.stderr
 
 
-def test_waiting_task(python, record):
-    tasks_supported(python)
-    res = record(python, "async_tasks.py", "wait", "60", opts=["--mode", "wall", "-F", "200"])
+def test_top_task_filter(debian_python):
+    """strata top --task: the live view of one task's samples."""
+    r = strata("top", "--no-curses", "-i", "1", "--task", "heavy", "--", str(debian_python.exe),
+               str(PROGRAMS / "async_tasks.py"), "split", "200", timeout=300)
+    assert r.returncode == 0, r.stderr
+    frames = r.stdout.split("\n\n")
+    shown = [f for f in frames if "task heavy" in f and "burn" in f]
+    assert shown, r.stdout
+    # Only heavy's samples: its own task frame, never light's.
+    assert "[task heavy]" in r.stdout and "[task light]" not in r.stdout, r.stdout
+
+
+def check_both(res):
+    """The known answers of async_tasks.py's "both" in wall mode: heavy and
+    light told apart 3:1 by their task frames, heavy's chain intact under
+    parent, the sleeper waiting >= 90% of its samples, at slow_db's line."""
     assert res.returncode == 0, res.stderr
-    rows = {t["task"]: t for t in res.report()["tasks"]}
+    rows = {t["task"]: t for t in res.report().get("tasks", [])}
+    assert {"heavy", "light", "sleeper"} <= set(rows), rows
+    heavy, light = rows["heavy"]["running"], rows["light"]["running"]
+    assert 0.64 <= heavy / (heavy + light) <= 0.86, (heavy, light)
     s = rows["sleeper"]
-    assert s["waiting"] > 0 and s["waiting"] >= 0.9 * (s["running"] + s["waiting"]), s
-    # Waiting on slow_db's await of the sleep, under its task.
-    at_line = 0
+    assert s["waiting"] >= 0.9 * (s["running"] + s["waiting"]), s
+    chained = at_line = 0
     for stack, n in folded(res.path):
         names = [bare(f) for f in stack]
-        if "[task sleeper]" in names and "slow_db (" in ";".join(stack):
-            slow = [f for f in stack if f.startswith("slow_db (")][0]
-            if slow.endswith(":33)"):
+        if "[task heavy]" in names:
+            i = names.index("[task heavy]")
+            assert names[i - 1] == "parent" and "main" in names[:i], names
+            assert names[i + 1] == "work", names
+            chained += n
+        if "[task sleeper]" in names:
+            slow = [f for f in stack if f.startswith("slow_db (")]
+            if slow and slow[0].endswith(":%d)" % WAIT_LINE):
                 at_line += n
+    assert chained >= rows["heavy"]["running"], (chained, rows["heavy"])
     assert at_line >= 0.9 * s["waiting"], (at_line, s)
+
+
+@pytest.mark.parametrize("flavour", ["c", "pure"])
+def test_running_and_waiting(python, record, flavour):
+    """Wall mode: asyncio's C tasks, and its pure-Python tasks without the C
+    _asyncio ("pure"), running and waiting."""
+    res = record(python, "async_tasks.py", "both", "100", flavour, opts=["--mode", "wall", "-F", "200"])
+    check_both(res)
+
+
+@pytest.mark.edge_pythons
+@pytest.mark.parametrize("flavour", ["pytask", "uvloop"])
+def test_task_factory_and_uvloop(python, record, flavour):
+    """asyncio's pure-Python Task class beside the C _asyncio (made by a task
+    factory), and uvloop's event loop: the same answers."""
+    exe = python.with_module("uvloop") if flavour == "uvloop" else None
+    res = record(python, "async_tasks.py", "both", "100", flavour, opts=["--mode", "wall", "-F", "200"], exe=exe)
+    check_both(res)
+
+
+@pytest.mark.edge_pythons
+def test_aiohttp_server(python, tmp_path):
+    """A real-world check: an aiohttp server under load from 20 clients (in
+    this test), whose handler awaits a 20 ms sleep and then hashes: the
+    handler's awaited sleep is the largest share of its requests' time."""
+    import threading
+    import time
+    import urllib.request
+    from conftest import STRATA
+    exe = python.with_module("aiohttp")
+    out = tmp_path / "aiohttp.strata"
+    p = subprocess.Popen([str(STRATA), "record", "--mode", "wall", "-F", "200", "-o", str(out), "--", str(exe),
+                          str(PROGRAMS / "aiohttp_server.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip().isdigit(), (line, p.stderr.read() if p.poll() is not None else "")
+        url = "http://127.0.0.1:%d/" % int(line)
+        stop = time.monotonic() + 3
+        done = []
+
+        def client():
+            while time.monotonic() < stop:
+                urllib.request.urlopen(url, timeout=60).read()
+                done.append(1)
+
+        threads = [threading.Thread(target=client) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        urllib.request.urlopen(url + "quit", timeout=60).read()
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert len(done) >= 40, len(done)
+    # Where the handler's samples are, by its line: the awaited sleep first.
+    src = (PROGRAMS / "aiohttp_server.py").read_text().splitlines()
+    sleep_line = [i + 1 for i, l in enumerate(src) if l.endswith("# the database")][0]
+    by_line = {}
+    for stack, n in folded(out):
+        at = [f for f in stack if bare(f) == "handle"]
+        if at:
+            line = int(at[-1].rsplit(":", 1)[1].rstrip(")"))
+            by_line[line] = by_line.get(line, 0) + n
+    total = sum(by_line.values())
+    assert total and max(by_line, key=by_line.get) == sleep_line, by_line
+    assert by_line[sleep_line] >= 0.5 * total, by_line
+    # ... inside the request's task, under the connection's task awaiting it.
+    names = [bare(f) for stack, _ in folded(out) for f in stack if "handle (" in ";".join(stack)]
+    assert any(n.startswith("[task ") for n in names), names[:40]
+
+
+def test_loops_in_threads(python, record):
+    """Two event loops in two threads: each waiting task's samples belong to
+    the thread that runs its loop (told by the interpreter: the thread
+    state's running loop on 3.14+, asyncio's loop's _thread_id before)."""
+    res = record(python, "async_threads.py", "150", opts=["--mode", "wall", "-F", "200"])
+    assert res.returncode == 0, res.stderr
+    tids = {t["name"]: t["tid"] for t in res.report()["threads"]}
+    for mine, other in (("a", "b"), ("b", "a")):
+        rows = {t["task"]: t for t in res.report("--tid", str(tids["loop-" + mine]))["tasks"]}
+        assert rows.get(mine + "-sleeper", {}).get("waiting", 0) > 0, rows
+        assert not any(name.startswith(other + "-") for name in rows), (mine, rows)

@@ -206,6 +206,24 @@ def test_speedscope_threads(rec):
     speedscope_check(r.convert("speedscope"))
 
 
+def test_speedscope_tasks(rec):
+    """asyncio in wall mode: one profile per task, its samples running and
+    waiting; the thread's profile keeps only the thread's own samples."""
+    r = rec("async_tasks.py", "both", "40", opts=["--mode", "wall", "-F", "200"])
+    imp = speedscope_check(r.convert("speedscope"))
+    prof = {p["name"].split(" \u00b7 ")[-1]: p for p in imp["profiles"]}
+    rows = {t["task"]: t for t in r.report()["tasks"]}
+    for task in ("heavy", "light", "sleeper"):
+        p = prof["task " + task]
+        assert p["total"] == (rows[task]["running"] + rows[task]["waiting"]) * 5000000, (task, p["total"], rows[task])
+        names = {f["name"].split(" (")[0] for f in p["frames"]}
+        assert "[task %s]" % task in names, names
+    main = [p for n, p in prof.items() if n.startswith("MainThread")][0]
+    # The thread: its samples only (no waiting task's).
+    assert main["total"] == sum(t["samples"] for t in r.report()["threads"]) * 5000000 - \
+        sum(t["waiting"] for t in rows.values()) * 5000000, main["total"]
+
+
 # ---- chrome trace -------------------------------------------------------------
 
 def chrome_structure(path):
@@ -365,6 +383,21 @@ def test_gecko_threads_idle(rec, pq):
     idle = {f["name"]: f for f in every}
     assert "[idle]" in idle, sorted(idle)
     assert sum(f["selfSamples"] for f in active) < 0.5 * sum(f["selfSamples"] for f in every)
+
+
+def test_gecko_tasks(rec, pq):
+    """asyncio in wall mode: a thread per task ("task NAME"), with the task's
+    samples; heavy's and light's own frames 3:1 (same function, same line)."""
+    r = rec("async_tasks.py", "both", "40", opts=["--mode", "wall", "-F", "200"])
+    s = pq.load(r.convert("gecko"))
+    threads = {t["name"]: t["threadHandle"] for t in pq.json(s, "thread", "list")["threads"]}
+    assert {"MainThread", "task heavy", "task light", "task sleeper"} <= set(threads), threads
+    heavy = gecko_functions(pq, s, threads["task heavy"])
+    light = gecko_functions(pq, s, threads["task light"])
+    assert "[task heavy]" in heavy and "[task light]" not in heavy, sorted(heavy)
+    assert_3_to_1(heavy["burn"]["totalSamples"], light["burn"]["totalSamples"], "gecko tasks")
+    sleeper = gecko_functions(pq, s, threads["task sleeper"])
+    assert "slow_db" in sleeper and "burn" not in sleeper, sorted(sleeper)
 
 
 def test_gecko_categories_synthetic(synthetic, pq):

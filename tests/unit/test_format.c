@@ -407,7 +407,18 @@ static void test_sample(void)
 	CHECK_EQ(out.flags, SAMPLE_IDLE);
 	CHECK_EQ(out.ncounters, 2);
 	CHECK_U64(out.counters[1], UINT64_MAX);
+	CHECK_EQ(out.wait, 0);
 	CHECK_PREFIXES(REC_SAMPLE, struct rec_sample, rec_get_sample, (void)0);
+	/* 1.4: why the blocked thread waited, after the counters. */
+	in.wait = WAITR_GIL;
+	wbuf_reset(&b);
+	rec_put_sample(&b, &in);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(rec_get_sample(&body, &out), 0);
+	CHECK_EQ(out.wait, WAITR_GIL);
+	CHECK_EQ(out.ncounters, 2);
+	CHECK(strcmp(wait_reason_frame(WAITR_GIL), "[waiting for the GIL]") == 0);
+	CHECK(wait_reason_frame(WAITR_MAX_KNOWN + 1) == NULL && wait_reason_key(WAITR_UNKNOWN) == NULL);
 	/* More counters than this build keeps: the extra ones are read past. */
 	wbuf_reset(&b);
 	wbuf_uv(&b, 1);

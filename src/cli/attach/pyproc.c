@@ -268,6 +268,40 @@ int pyproc_object_at(pid_t pid, const char *path, uint64_t start, uint64_t off, 
 }
 
 
+struct sect_find {
+	const char *name;
+	pid_t pid;
+	char last[4096];
+	uint64_t addr, size;
+};
+
+static int match_sect(const struct pmap *m, void *data)
+{
+	struct sect_find *f = data;
+	if (m->path[0] != '/' || !strcmp(m->path, f->last))
+		return 0;
+	snprintf(f->last, sizeof(f->last), "%s", m->path);
+	char file[4200];
+	struct elf_section s;
+	uint64_t bias;
+	if (pyproc_object_at(f->pid, m->path, m->start, m->off, file, sizeof(file), &bias) ||
+	    elf_find_section(file, f->name, &s))
+		return 0;
+	f->addr = bias + s.addr;
+	f->size = s.size;
+	return 1;
+}
+
+int pyproc_section(pid_t pid, const char *name, uint64_t *addr, uint64_t *size)
+{
+	struct sect_find f = { .name = name, .pid = pid };
+	if (pyproc_maps(pid, match_sect, &f) || !f.addr)
+		return -1;
+	*addr = f.addr;
+	*size = f.size;
+	return 0;
+}
+
 /* "3.X" from a file name like libpython3.8.so.1.0 or python3.10; 0 and
  * the minor in *minor, or -1. */
 static int minor_from_name(const char *path, int *minor, int *ft)

@@ -68,6 +68,9 @@ int pyproc_object(pid_t pid, const char *suffix, char *path, size_t n, char *fil
 int pyproc_object_at(pid_t pid, const char *path, uint64_t start, uint64_t off, char *file, size_t fn,
 		     uint64_t *bias);
 
+/* Where section `name` of a mapped object is in the process (the first
+ * object that has one): its address and size; 0, or -1 if none. */
+int pyproc_section(pid_t pid, const char *name, uint64_t *addr, uint64_t *size);
 
 /* The text of one line ("Uid:", "State:") of /proc/PID/status after the
  * key, or "" . */

@@ -113,7 +113,30 @@ struct agg_filter top_filter(const struct profile *p, const struct top_settings 
 				fa.type = t + 1;
 		*missing = fa.type == UINT32_MAX;
 	}
+	if (s->task[0]) {
+		uint32_t t = profile_task_find(p, s->task);
+		fa.task = t == PNONE ? UINT32_MAX : t + 1;
+	}
 	return fa;
+}
+
+void top_next_task(const struct profile *p, struct top_settings *s)
+{
+	uint32_t n = 0;
+	struct ptask_row *rows = profile_tasks(p, NULL, &n);
+	int found = !s->task[0];
+	for (uint32_t i = 0; i < n; i++) {
+		const char *name = p->tasks[rows[i].task];
+		if (found) {
+			snprintf(s->task, sizeof(s->task), "%s", name);
+			free(rows);
+			return;
+		}
+		if (!strcmp(name, s->task))
+			found = 1;
+	}
+	free(rows);
+	s->task[0] = 0;
 }
 
 int top_frame_build(const struct profile *p, const struct top_settings *s, uint64_t mark, uint64_t dropped_mark,

@@ -233,9 +233,11 @@ void view_curses_draw(const struct profile *p, const struct top_settings *s, con
 		snprintf(ev, sizeof(ev), "  event %s", event_name(p, f));
 	else
 		ev[0] = 0;
-	char ty[300] = "";
+	char ty[600] = "";
 	if (s->type[0] || s->objects)
 		snprintf(ty, sizeof(ty), "  type %s", s->type[0] ? s->type : "all");
+	if (s->task[0])
+		snprintf(ty + strlen(ty), sizeof(ty) - strlen(ty), "  task %s", s->task);
 	put(2, x, 0, "%s%s  thread %s  process %s%s%s", s->objects ? "objects by " : "", s->lines ? "lines" : "functions",
 	    thr, proc, ty, ev);
 	if (st->frozen)
@@ -353,6 +355,7 @@ void view_curses_help(void)
 		"  e        next event column (with strata record -e)",
 		"  o        objects view: allocations by type and line (--objects)",
 		"  y        next type filter (cycles back to all)",
+		"  k        next asyncio task filter (busiest first, cycles back to all)",
 		"  T  P     next thread / process filter (cycles back to all)",
 		"  w        save what was collected so far to a .strata file",
 		"",
@@ -392,6 +395,8 @@ void view_plain_print(const struct profile *p, const struct top_settings *s, con
 	}
 	if (p->nevents > 1)
 		printf("event %s\n", event_name(p, f));
+	if (s->task[0])
+		printf("task %s\n", s->task);
 	if (all_only)
 		printf("  since start\n  self%%  total%%  %s\n", s->lines ? "line" : "function");
 	else

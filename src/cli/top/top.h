@@ -78,6 +78,7 @@ struct top_settings {
 	uint32_t pid, tid;      /* filters, 0 = all */
 	int objects;            /* the objects view (allocations by type and line) */
 	char type[256];         /* --type / the 'y' key: only allocations of this type ("" = all) */
+	char task[256];         /* --task / the 'k' key: only samples of this asyncio task ("" = all) */
 };
 
 struct top_row {
@@ -122,8 +123,8 @@ struct top_frame {
 int top_frame_build(const struct profile *p, const struct top_settings *s, uint64_t mark, uint64_t dropped_mark,
 		    double interval_s, double elapsed_s, struct top_frame *f);
 /* The filter of the settings, for the profile as read so far: pid, tid,
- * and the type (a type named but not recorded yet keeps nothing:
- * *missing is then 1). */
+ * the type (a type named but not recorded yet keeps nothing: *missing is
+ * then 1) and the task (one not recorded yet keeps nothing either). */
 struct agg_filter top_filter(const struct profile *p, const struct top_settings *s, int *missing);
 
 /* One view's rows (lines, or functions) since the start and over the last
@@ -159,6 +160,8 @@ void top_next_process(const struct profile *p, struct top_settings *s);
  * Returns 0 or -1 (out of memory). */
 int top_objects_build(const struct profile *p, const struct top_settings *s, uint64_t mark, struct top_frame *f);
 void top_objects_free(struct top_frame *f);
+/* Next asyncio task for the task filter ('k'), busiest first, then all. */
+void top_next_task(const struct profile *p, struct top_settings *s);
 /* Next type for the type filter ('y'), by bytes since the start, then all. */
 void top_next_type(const struct profile *p, struct top_settings *s);
 

@@ -5,9 +5,20 @@ with 3:1 the work; `main` awaits `parent`, which awaits both, so heavy's
 samples have the chain main -> parent -> [task heavy] -> work -> burn.
 wait: task "sleeper" only awaits a sleep (slow_db's line), beside a task
 that computes.
+both: split, with "sleeper" awaiting its sleep meanwhile.
+
+A third argument picks the tasks and the loop: "pure" (no _asyncio: the
+pure-Python tasks and futures asyncio falls back on), "pytask" (asyncio's
+pure-Python Task class made by a task factory beside the C _asyncio),
+"uvloop" (uvloop's event loop).
 """
-import asyncio
 import sys
+
+FLAVOUR = sys.argv[3] if len(sys.argv) > 3 else ""
+if FLAVOUR == "pure":
+    sys.modules["_asyncio"] = None  # what asyncio sees without its C module
+
+import asyncio
 
 
 def burn(n):
@@ -51,15 +62,41 @@ async def wait(rounds):
     await c
 
 
+async def sleeper_until(done):
+    while not done:
+        await slow_db()
+
+
+async def both(rounds):
+    done = []
+    s = asyncio.create_task(sleeper_until(done), name="sleeper")
+    await parent(rounds)
+    done.append(1)
+    await s
+
+
 async def main(what, rounds):
     if what == "split":
         await parent(rounds)
+    elif what == "both":
+        await both(rounds)
     else:
         await wait(rounds)
 
 
+async def start(what, rounds):
+    if FLAVOUR == "pytask":
+        def factory(loop, coro, **kw):
+            return asyncio.tasks._PyTask(coro, loop=loop, **kw)
+        asyncio.get_running_loop().set_task_factory(factory)
+        # The factory makes the tasks from here on: main's own as well.
+        await asyncio.create_task(main(what, rounds), name="Task-main")
+    else:
+        await main(what, rounds)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 3 and sys.argv[3] == "uvloop":
+    if FLAVOUR == "uvloop":
         import uvloop
         uvloop.install()
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    asyncio.run(start(sys.argv[1], int(sys.argv[2])))

@@ -1,0 +1,31 @@
+"""Why a thread is idle (wall mode, docs/async.md#why-a-thread-is-idle):
+each blocked sample says why its thread waits, from the thread's system
+call and the interpreter's GIL. Known answers: threads that each block one
+way for the whole run, and threads that take turns on the GIL."""
+from conftest import strata
+
+
+def test_why_threads_wait(python, record):
+    res = record(python, "idle_threads.py", "3", opts=["--mode", "wall", "-F", "200"])
+    assert res.returncode == 0, res.stderr
+    rep = res.report()
+    threads = {t["name"]: t for t in rep["threads"]}
+    for name, why in (("reader", "io"), ("selector", "poll"), ("locker", "lock"), ("sleeper", "sleep")):
+        t = threads[name]
+        assert t["waits"].get(why, 0) >= 0.9 * t["samples"], (name, t)
+    # Three threads burning pure Python: one runs at a time, and while one
+    # of the others is blocked, it is waiting for the GIL (it may also be
+    # runnable, waiting for a CPU: on a loaded machine, often).
+    burners = [t for n, t in threads.items() if n.startswith("burner-")]
+    assert len(burners) == 3, threads
+    gil = sum(t["waits"].get("gil", 0) for t in burners)
+    assert gil >= 0.9 * sum(t["idle"] for t in burners), burners
+    assert gil >= 0.25 * sum(t["samples"] for t in burners), burners
+    # ... and the report says so as a frame, where the time goes, and per
+    # thread.
+    rows = {f["name"]: f for f in rep["functions"]}
+    assert rows["[waiting for the GIL]"]["self"] == sum(t["waits"].get("gil", 0) for t in rep["threads"]), rows
+    text = strata("report", res.path)
+    assert text.returncode == 0, text.stderr
+    lines = [l for l in text.stdout.splitlines() if l.rstrip().endswith("burner-0")]
+    assert lines and " GIL " in lines[0], text.stdout
