@@ -57,10 +57,18 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
-AGENT_LIBS = -lzstd -ldl -lpthread -lrt -lm
-# The helper derives unwind rules for JIT code without CFI with capstone,
-# which it loads with dlopen when it needs it (src/agentd/cfi-synth.c).
-AGENTD_LIBS = $(AGENT_LIBS)
+# The agent links nothing beyond the C library: it is loaded into every
+# program profiled, where a library of ours (in the wheel, a vendored copy
+# under another name) would sit in the program's global symbol scope ahead
+# of the program's own copy of it. Its objects are built with a section per
+# function so that the link drops what it does not call (format.c's zstd
+# compression is the helper's), and make wheel checks that it stays so.
+AGENT_LIBS = -ldl -lpthread -lrt -lm
+AGENT_LDFLAGS = -Wl,--gc-sections -Wl,--as-needed
+# The helper compresses the stream (zstd). It derives unwind rules for JIT
+# code without CFI with capstone, which it loads with dlopen when it needs it
+# (src/agentd/cfi-synth.c), through libstrata-capstone.so beside it.
+AGENTD_LIBS = -lzstd $(AGENT_LIBS)
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
@@ -94,7 +102,8 @@ $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
 PYPKG     = $(patsubst python/%,$(LIBDIR)/python/%,$(PYPKG_SRC))
-all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(LIBDIR)/strata-agentd $(PY_MODULES) $(PYPKG)
+all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(LIBDIR)/strata-agentd $(LIBDIR)/libstrata-capstone.so \
+	$(PY_MODULES) $(PYPKG)
 
 $(LIBDIR)/python/strata/%.py: python/strata/%.py
 	@mkdir -p $(dir $@)
@@ -106,7 +115,8 @@ $(OBJ)/cli/%.o: src/%.c
 
 $(OBJ)/agent/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
+	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		-ffunction-sections -fdata-sections -c $< -o $@
 
 $(BIN)/strata: $(CLI_OBJ)
 	@mkdir -p $(dir $@)
@@ -114,11 +124,17 @@ $(BIN)/strata: $(CLI_OBJ)
 
 $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now -o $@ $^ $(AGENT_LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now $(AGENT_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
 $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENTD_LIBS)
+
+# Nothing but a dependency on capstone: the helper dlopens it and finds
+# capstone's functions through it (src/agentd/cfi-synth.c says why).
+$(LIBDIR)/libstrata-capstone.so:
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ -x c /dev/null -x none -Wl,--no-as-needed -lcapstone
 
 # The module resolves CPython's symbols from the process it is loaded into.
 PYMOD_SRC = $(wildcard src/py/*.c)
@@ -126,14 +142,14 @@ PYMOD_DEP = $(PYMOD_SRC) $(wildcard src/py/*.h) src/common/format.h
 $(LIBDIR)/strata-py-%.so: $(PYMOD_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
-		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
+		-I$(PY_INC_$*) $(PY_CFLAGS_$*) -shared -o $@ $(PYMOD_SRC)
 
 # The same source as a reader of another process's interpreter (pyapi.h):
 # -z defs proves it refers to no symbol of CPython, so it loads anywhere.
 $(LIBDIR)/strata-pyreader-%.so: $(PYMOD_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
-		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread
+		-I$(PY_INC_$*) $(PY_CFLAGS_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d) $(AGENTD_OBJ:.o=.d)
 
