@@ -10,6 +10,10 @@
 #   make check-versions   every CPython 3.8-3.15 present, checked (docs/versions.md)
 #   make check-sid        CPython 3.14 and 3.15 in a Debian sid root (scripts/sidroot.sh):
 #                         build-sid/, the functional suite and CPython's own tests under both
+#   make wheel            the one wheel (dist/strata_profiler-*-py3-none-manylinux_*.whl):
+#                         CLI, agent, helper, a module per CPython 3.8-3.15 (docs/install.md)
+#   make check-wheel      that wheel installed and used in a fresh venv of every Python
+#                         here and in minimal Debian 12 and 13 roots (tests/wheel/matrix.py)
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -97,7 +101,8 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests
+.PHONY: all clean check demo test unit asan func fuzz deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests \
+	wheel check-wheel
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
@@ -224,6 +229,17 @@ sid-or-skip:
 # present; tests/cpython/run_regrtests.py says what runs and why.
 cpython-tests: all
 	tests/cpython/run_regrtests.py
+
+# The wheel: pip wheel over build-aux/strata_build.py, objects in
+# build/wheel/, output in dist/ (docs/install.md).
+wheel:
+	scripts/wheel.sh
+
+# make check builds it once (what this machine has: --partial) and tests it
+# everywhere it should install (tests/wheel/matrix.py says where).
+check-wheel:
+	scripts/wheel.sh --partial
+	tests/wheel/matrix.py
 
 demo:
 	scripts/deps.sh demo
