@@ -173,7 +173,10 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) asan
 	$(MAKE) func
-	$(MAKE) -j2 --output-sync=target cpython-tests sid-or-skip
+	@# The sid root first, once (check-wheel builds from its headers and
+	@# runs in it; made by one, neither waits for the other to finish).
+	@scripts/sidroot.sh ensure >/dev/null || true
+	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel
 
 func: all check-pythons
 	scripts/run-func-tests.sh
@@ -206,8 +209,8 @@ check-sid:
 	scripts/sidroot.sh regrtests
 
 # make check runs these two side by side (both mostly wait: regrtest's
-# timeouts, the root's processes), each one's output printed whole when it
-# ends. The part of check-sid it runs: the tests run once per interpreter (debian-3.14,
+# timeouts, the root's processes), with check-wheel, each one's output
+# printed whole when it ends. The part of check-sid it runs: the tests run once per interpreter (debian-3.14,
 # debian-3.15), then CPython's own regression tests under strata on both
 # (cpu mode: `scripts/sidroot.sh regrtests`); a machine that cannot have
 # the root (no archive, not root) is a skip, said in one line by sidroot.sh. --native and Numba run

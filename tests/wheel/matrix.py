@@ -98,8 +98,9 @@ def check_wheel(wheel, want_minors):
 
 
 def check_builddeps():
-    """A build whose dependency is missing stops with one line naming the
-    package (a compiler that cannot find capstone's header, simulated)."""
+    """pip wheel . on a machine missing a build dependency stops with one
+    line naming the package, not a compiler error (a compiler that cannot
+    find capstone's header, simulated)."""
     tmp = tempfile.mkdtemp(prefix="strata-builddeps-")
     try:
         cc = os.path.join(tmp, "cc")
@@ -108,14 +109,18 @@ def check_builddeps():
                     "for a; do case $a in *.c) grep -q capstone \"$a\" 2>/dev/null && exit 1;; esac; done\n"
                     "exec cc \"$@\"\n")
         os.chmod(cc, 0o755)
+        tools = os.path.join(ROOT, ".venvs", "wheel-tools", "bin", "python")
         env = dict(os.environ, CC=cc)
-        r = subprocess.run(["sh", os.path.join(ROOT, "scripts", "builddeps.sh")], env=env, capture_output=True,
-                           text=True)
-        lines = r.stderr.strip().splitlines()
-        good = (r.returncode == 1 and len(lines) == 1 and "capstone/capstone.h" in lines[0]
-                and "libcapstone-dev" in lines[0] and "capstone-devel" in lines[0])
-        say("%s build-deps: %s" % ("ok" if good else "FAIL", lines[0] if lines else "(no message, status %d)"
-                                   % r.returncode))
+        r = subprocess.run([tools, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--disable-pip-version-check",
+                            "-w", tmp, ROOT], env=env, capture_output=True, text=True, timeout=600)
+        out = r.stdout + r.stderr
+        lines = [l.strip(" |") for l in out.splitlines() if "strata: cannot build" in l]
+        # pip frames the backend's output: "[1 lines of output]" is ours.
+        good = (r.returncode != 0 and len(lines) == 1 and "capstone/capstone.h" in lines[0]
+                and "libcapstone-dev" in lines[0] and "capstone-devel" in lines[0]
+                and "[1 lines of output]" in out and "fatal error" not in out)
+        say("%s build-deps: pip wheel . stops with: %s" % ("ok" if good else "FAIL", lines[0] if lines else
+                                                           "(no such line)\n" + out[-3000:]))
         results["ok" if good else "fail"] += 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
