@@ -14,7 +14,8 @@ usage: battery.py --label NAME --strata CMD --python PY --programs DIR --work DI
               block.py and jit/hotline.py beside them
   --other     another interpreter, without the package, that this strata
               must profile too
-  --jit       an interpreter with Numba, for --jit-lines
+  --jit       an interpreter with Numba, for --jit-lines and --native
+              through JIT code without CFI (the helper's capstone)
   --skip-ptrace WHY   skip stack and attach (this user may not trace its
               own processes here), printing WHY
 
@@ -264,6 +265,20 @@ class Battery:
             raise Check("the HOT line has %d of the kernel's %d JIT line samples" % (at_hot, total))
         return "HOT %d/%d" % (at_hot, total)
 
+    def c_jit_native(self):
+        # --native alone: Numba's code has no CFI, so the helper derives its
+        # unwind rules with capstone, which it reaches through
+        # libstrata-capstone.so and the wheel's vendored copy. Without it,
+        # 60-87% of these stacks stop in the JIT code (test_jit.py).
+        out = self.path("jitnat.strata")
+        self.strata("record", "-q", "--native", "-o", out, "--", self.a.jit, self.prog("jit/hotline.py"), "1",
+                    timeout=300)
+        n = self.report(out)["native"]
+        share = (n["failed"] + n["truncated"]) / float(max(n["samples"], 1))
+        if n["samples"] < 500 or share > 0.05:
+            raise Check("native walks cut short: %.1f%% of %d" % (100 * share, n["samples"]))
+        return "cut short %.1f%% of %d" % (100 * share, n["samples"])
+
     def main(self):
         r = self.strata("--version")
         print("ok %s version %s" % (self.a.label, r.stdout.strip()), flush=True)
@@ -288,6 +303,7 @@ class Battery:
             self.check("other-interpreter", self.c_other)
         if self.a.jit:
             self.check("jit-lines", self.c_jit)
+            self.check("jit-native", self.c_jit_native)
         return 1 if self.failed else 0
 
 
