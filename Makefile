@@ -158,8 +158,9 @@ $(LIBDIR)/strata-pyreader-%.so: $(PYMOD_DEP)
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d) $(AGENTD_OBJ:.o=.d)
 
-# html.c embeds the flame graph page with .incbin, which -MMD cannot see.
+# html.c and heatmap.c embed their pages with .incbin, which -MMD cannot see.
 $(OBJ)/cli/export/html.o $(BUILD)/asan/obj/export/html.o: src/export/flame.html src/export/flame.js
+$(OBJ)/cli/export/heatmap.o $(BUILD)/asan/obj/export/heatmap.o: src/export/heatmap.html src/export/heatmap.js
 
 # ---- tests ----------------------------------------------------------------
 

@@ -130,6 +130,10 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 				int g = 0;
 				n = agent_py->walk(ts, fr, (int)depth, &missing, &g);
 				gc = g;
+				/* asyncio: which task this thread runs (its
+				 * chain is resolved by the helper). */
+				if (n && atomic_load_explicit(&agent.async_ready, memory_order_acquire))
+					h->task = agent_py->running_task(ts, &agent.async_ref);
 			}
 		}
 		s->guard_on = 0;
@@ -139,6 +143,7 @@ static int capture(struct tslot *s, const void *uc, uint32_t weight, const uint6
 		n = 0;
 		gc = 0;
 		missing = 0;
+		h->task = 0;
 		h->stack_flags |= STACK_PY_FAULT;
 	}
 	if (gc)

@@ -27,6 +27,7 @@
 #include "shm/agent.h"
 #include "agentd.h"
 #include "remote.h"
+#include "tasks.h"
 #include "common/format.h"
 
 #define WALL_TAG ((void *)&agent.sampler_slot)
@@ -176,6 +177,8 @@ static void capture_idle(struct tslot *s)
 		h->py_missing = c->missing;
 		h->stack_flags = c->flags;
 	} else {
+		/* The writer reads tasks through the same reader. */
+		pthread_mutex_lock(&agentd_reader_lock);
 		uint64_t ts = (uint64_t)(uintptr_t)s->tstate;
 		if (!ts && s->pthread) {
 			ts = agentd_reader->find_tstate((unsigned long)s->pthread);
@@ -195,6 +198,7 @@ static void capture_idle(struct tslot *s)
 		} else if (n == 0) {
 			flags |= phase_flag();
 		}
+		pthread_mutex_unlock(&agentd_reader_lock);
 		if (missing)
 			flags |= STACK_PY_TRUNCATED;
 		h->npy = (uint16_t)n;
@@ -269,6 +273,8 @@ static void *wall_main(void *arg)
 			}
 		}
 		reg_unlock();
+		/* asyncio: where the suspended tasks wait (tasks.c). */
+		tasks_wall_tick();
 	}
 	return NULL;
 }

@@ -20,6 +20,7 @@
 #include "perfread.h"
 #include "shm/unwind.h"
 #include "common/format.h"
+#include "tasks.h"
 #include "writer.h"
 
 /* ---- intern tables ---------------------------------------------------- */
@@ -292,21 +293,22 @@ added:
 	return id;
 }
 
-uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, const uint64_t *native)
+uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, uint32_t npy, const uint64_t *native,
+		     const struct tstack *ts)
 {
 	/* Code records must precede the stack record that names them. */
-	if (W.pyf_cap < h->npy) {
-		struct rec_pyframe *n = realloc(W.pyf, h->npy * sizeof(*n));
+	if (W.pyf_cap < npy) {
+		struct rec_pyframe *n = realloc(W.pyf, npy * sizeof(*n));
 		if (!n)
 			return UINT32_MAX;
 		W.pyf = n;
-		W.pyf_cap = h->npy;
+		W.pyf_cap = npy;
 	}
 	wbuf_reset(&W.key);
 	wbuf_uv(&W.key, h->stack_flags);
 	wbuf_uv(&W.key, h->py_missing);
-	wbuf_uv(&W.key, h->npy);
-	for (uint32_t i = 0; i < h->npy; i++) {
+	wbuf_uv(&W.key, npy);
+	for (uint32_t i = 0; i < npy; i++) {
 		W.pyf[i].code = code_index(&py[i], h->time_ns);
 		W.pyf[i].lasti = py[i].lasti;
 		W.pyf[i].flags = py[i].flags;
@@ -317,6 +319,15 @@ uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, c
 	wbuf_uv(&W.key, h->nnative);
 	for (uint32_t i = 0; i < h->nnative; i++)
 		wbuf_uv(&W.key, native[i]);
+	if (ts) {
+		wbuf_uv(&W.key, ts->ntasks);
+		for (uint32_t i = 0; i < ts->ntasks; i++) {
+			wbuf_uv(&W.key, ts->tasks[i].at);
+			wbuf_uv(&W.key, ts->tasks[i].task);
+			wbuf_uv(&W.key, ts->tasks[i].flags);
+		}
+		wbuf_uv(&W.key, ts->loop_at);
+	}
 	if (W.key.oom)
 		return UINT32_MAX;
 	if (W.stacks.count >= MAX_INTERNED_STACKS)
@@ -347,11 +358,14 @@ uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, c
 	struct rec_stack st = {
 		.index = id,
 		.flags = h->stack_flags,
-		.npy = h->npy,
+		.npy = npy,
 		.py = W.pyf,
 		.py_missing = h->py_missing,
 		.nnative = h->nnative,
 		.native = (uint64_t *)native,
+		.ntasks = ts ? ts->ntasks : 0,
+		.tasks = ts ? ts->tasks : NULL,
+		.loop_at = ts ? ts->loop_at : 0,
 	};
 	rec_put_stack(&W.recs, &st);
 	return id;

@@ -41,6 +41,7 @@
 #include "perfread.h"
 #include "shm/unwind.h"
 #include "common/format.h"
+#include "tasks.h"
 #include "writer.h"
 
 /* ---- writer state ------------------------------------------------------- */
@@ -179,7 +180,10 @@ static void put_sample(const struct rsample *h)
 	p += h->npy * sizeof(struct strata_pyframe);
 	const uint64_t *native = (const uint64_t *)p;
 
-	uint32_t stack = stack_index(h, py, native);
+	/* A thread running an asyncio task: its logical stack (tasks.c). */
+	static struct tstack ts;
+	int logical = h->task && tasks_logical(h, py, &ts, &W.recs) == 0;
+	uint32_t stack = logical ? stack_index(h, ts.py, ts.npy, native, &ts) : stack_index(h, py, h->npy, native, NULL);
 	if (stack == UINT32_MAX) {
 		W.dropped++;
 		return;
@@ -247,6 +251,7 @@ void drain_all(void)
 	perfread_poll(&W.recs);
 	/* JIT images, likewise, before the samples in their code. */
 	jit_poll(writer_has_output() ? &W.recs : NULL);
+	tasks_poll();
 	W.dying = deaths_take();
 	for (struct death *d = W.dying; d; d = d->next) {
 		struct centry *e = ctab_find(&W.codes, d->addr, (uint16_t)d->info.firstlineno);
@@ -289,6 +294,7 @@ void drain_all(void)
 	/* Every sample taken before these deaths was in a ring and is now
 	 * written: forget the dead. */
 	ctab_drop_dead(&W.codes);
+	tasks_pass_end();
 	deaths_free(W.dying);
 	W.dying = NULL;
 	if (!keep)
@@ -386,6 +392,7 @@ void state_reset(void)
 		unwind_stream_reset();
 	perfread_stream_reset();
 	jit_stream_reset();
+	tasks_stream_reset();
 	wobj_reset();
 }
 

@@ -104,7 +104,11 @@ void state_reset(void);
 /* The REC_STACK index of a drained sample's stack, writing its REC_STACK
  * (and REC_CODE records before it) the first time; UINT32_MAX if memory
  * is short. */
-uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, const uint64_t *native);
+/* npy frames at py (the sample's, or its logical stack: tasks.h), with
+ * task boundaries (none: ts NULL). */
+struct tstack;
+uint32_t stack_index(const struct rsample *h, const struct strata_pyframe *py, uint32_t npy, const uint64_t *native,
+		     const struct tstack *ts);
 struct centry *ctab_find(struct ctab *t, uint64_t addr, uint16_t first);
 /* Forgets the code objects that died (their samples are written). */
 void ctab_drop_dead(struct ctab *t);

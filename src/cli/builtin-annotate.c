@@ -8,7 +8,8 @@
  * The costs come from linecost (src/lib/linecost.c); this file only picks
  * what to show and lays it out, so other sources of line costs (JIT code
  * mapped back to Python lines) and other views (disassembly) plug in
- * without touching the arithmetic.
+ * without touching the arithmetic. The JSON is annotate-json.c; what the
+ * two share, annotate.h.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "annotate-asm.h"
+#include "annotate.h"
 #include "builtin.h"
 #include "lib/json.h"
 #include "lib/linecost.h"
@@ -37,6 +39,19 @@ static const char usage_text[] =
 	"last part).\n"
 	"\n"
 	"options:\n"
+	"  -f, --format FORMAT  text (default), json (as --json) or html: a source heat\n"
+	"                       map, a directory (-o DIR) to open in a browser, offline:\n"
+	"                       every profiled source file with its lines shaded by\n"
+	"                       cost, files and functions ordered by cost, callers and\n"
+	"                       callees of each function one click away (SOURCE.py or\n"
+	"                       FUNCTION: where it opens)\n"
+	"  -o, --output DIR     with -f html: the directory to write (made if needed)\n"
+	"      --native         with -f html: C/C++ source files of a --native profile too\n"
+	"      --diff BASE      with -f html: shade by the change of each line's self\n"
+	"                       share from profile BASE (red more, blue less)\n"
+	"      --absolute       with --diff: the change in amount (time), not in share\n"
+	"      --strip-prefix DIR  with --diff: remove DIR from the start of source paths\n"
+	"                       before matching them (repeatable)\n"
 	"      --json           print one JSON object instead of annotated source\n"
 	"      --full           print every line of each file (default: the lines with\n"
 	"                       a cost and --context lines around them)\n"
@@ -63,42 +78,6 @@ static const char usage_text[] =
 
 #define HOT_LINES 5 /* highlighted per file */
 
-struct annotate_opts {
-	int json, full, color;
-	int context;
-	uint32_t event;
-	const char *event_name;
-	const char *type;
-	const char *target;
-	uint32_t pid, tid;
-	int no_idle;
-	int asm_;
-	const char *path;
-};
-
-/* One block of source to show: lines [first, last] of a file (last 0:
- * to the end), every line or only those near a cost. */
-struct view {
-	const struct lc_file *file;
-	uint32_t first, last;
-	int full;
-	const char *function;  /* the function asked for, or NULL */
-	uint32_t func;         /* its index (when function is set) */
-};
-
-struct ctx {
-	const struct profile *p;
-	const struct linecost *lc;
-	const struct agg *agg;     /* per function, for a FUNCTION's own cost */
-	const struct annotate_opts *o;
-	struct source_cache *src;
-	struct ratio rt[RATIOS_MAX];
-	uint32_t nr;
-	char cwd[PATH_MAX];
-	struct jasm *jasm;         /* --asm */
-};
-
-static double pct(uint64_t v, uint64_t total) { return total ? 100.0 * (double)v / (double)total : 0.0; }
 
 static int digits(uint64_t v)
 {
@@ -217,7 +196,7 @@ static int select_views(const struct ctx *c, uint32_t kinds, struct view **out)
 
 /* ---- text -------------------------------------------------------------- */
 
-static const struct agg_row *func_row(const struct ctx *c, uint32_t func)
+const struct agg_row *func_row(const struct ctx *c, uint32_t func)
 {
 	for (uint32_t i = 0; c->agg && i < c->agg->nfuncs; i++)
 		if (c->agg->funcs[i].func == func)
@@ -252,7 +231,7 @@ static void hottest(const struct ctx *c, const struct view *v, uint32_t hot[HOT_
 
 /* Samples of the view's self that ran in the garbage collector: the
  * file's, or for a function the sum over its lines. */
-static uint64_t view_gc(const struct view *v)
+uint64_t view_gc(const struct view *v)
 {
 	const struct lc_file *lf = v->file;
 	if (!v->function)
@@ -405,154 +384,18 @@ static void print_view(const struct ctx *c, const struct view *v)
 	printf("\n");
 }
 
-/* ---- JSON -------------------------------------------------------------- */
-
-static void json_costs(const struct ctx *c, const uint64_t *self, const uint64_t *total, uint64_t gc,
-		       struct json *j)
-{
-	const struct profile *p = c->p;
-	uint64_t all = c->lc->totals[0];
-	json_key(j, "self");
-	json_uint(j, self[0]);
-	json_key(j, "total");
-	json_uint(j, total[0]);
-	json_key(j, "gc"); /* of self, samples in the garbage collector */
-	json_uint(j, gc);
-	json_key(j, "self_pct");
-	json_double(j, pct(self[0], all));
-	json_key(j, "total_pct");
-	json_double(j, pct(total[0], all));
-	if (p->nevents > 1) {
-		json_key(j, "events");
-		json_object_begin(j);
-		for (uint32_t e = 1; e < p->nevents; e++) {
-			json_key(j, p->event_names[e]);
-			json_object_begin(j);
-			json_key(j, "self");
-			json_uint(j, self[e]);
-			json_key(j, "total");
-			json_uint(j, total[e]);
-			json_object_end(j);
-		}
-		json_object_end(j);
-	}
-	if (c->nr) {
-		json_key(j, "ratios");
-		json_object_begin(j);
-		for (uint32_t i = 0; i < c->nr; i++) {
-			double r = ratio_value(&c->rt[i], self);
-			json_key(j, c->rt[i].key);
-			if (r < 0)
-				json_null(j);
-			else
-				json_double(j, r);
-		}
-		json_object_end(j);
-	}
-}
-
-static void json_view(const struct ctx *c, const struct view *v, struct json *j)
-{
-	const struct lc_file *lf = v->file;
-	json_object_begin(j);
-	json_key(j, "file");
-	json_string(j, lf->path);
-	json_key(j, "function");
-	if (v->function)
-		json_string(j, v->function);
-	else
-		json_null(j);
-	json_key(j, "first_line");
-	json_uint(j, v->first);
-	json_key(j, "last_line");
-	if (v->last)
-		json_uint(j, v->last);
-	else
-		json_null(j);
-	const uint64_t *hs = lf->self, *ht = lf->total;
-	if (v->function) {
-		const struct agg_row *r = func_row(c, v->func);
-		if (r)
-			hs = r->self, ht = r->total;
-	}
-	json_costs(c, hs, ht, view_gc(v), j);
-	json_key(j, "source_available");
-	json_bool(j, source_nlines(c->src, lf->path) >= 0);
-	json_key(j, "lines");
-	json_array_begin(j);
-	for (uint32_t k = 0; k < lf->nlines; k++) {
-		const struct lc_line *l = &lf->lines[k];
-		if (l->line < v->first || (v->last && l->line > v->last))
-			continue;
-		json_object_begin(j);
-		json_key(j, "line");
-		json_uint(j, l->line);
-		json_key(j, "function");
-		json_string(j, c->p->funcs[l->func].name);
-		json_key(j, "kind"); /* "jit": the line's samples ran in JIT-compiled code */
-		json_string(j, pkind_name(c->p->funcs[l->func].kind));
-		json_costs(c, l->self, l->total, l->gc[0], j);
-		json_key(j, "source");
-		const char *text;
-		size_t tlen;
-		if (source_line(c->src, lf->path, l->line, &text, &tlen) == 0)
-			json_string_len(j, text, tlen);
-		else
-			json_null(j);
-		json_object_end(j);
-	}
-	json_array_end(j);
-	json_object_end(j);
-}
-
-static int annotate_json(const struct ctx *c, const struct view *v, int n)
-{
-	const struct profile *p = c->p;
-	struct json j;
-	json_init(&j, stdout, 2);
-	json_object_begin(&j);
-	json_key(&j, "samples");
-	json_uint(&j, c->lc->totals[0]);
-	json_key(&j, "gc");
-	json_uint(&j, c->lc->gc[0]);
-	json_key(&j, "command");
-	json_string(&j, p->command ? p->command : "");
-	json_key(&j, "events");
-	json_array_begin(&j);
-	for (uint32_t e = 1; e < p->nevents; e++) {
-		json_object_begin(&j);
-		json_key(&j, "name");
-		json_string(&j, p->event_names[e]);
-		json_key(&j, "total");
-		json_uint(&j, c->lc->totals[e]);
-		json_object_end(&j);
-	}
-	json_array_end(&j);
-	json_key(&j, "ratios");
-	json_array_begin(&j);
-	for (uint32_t i = 0; i < c->nr; i++)
-		json_string(&j, c->rt[i].key);
-	json_array_end(&j);
-	json_key(&j, "warnings");
-	json_array_begin(&j);
-	for (uint32_t i = 0; i < p->nwarnings; i++)
-		json_string(&j, p->warnings[i]);
-	json_array_end(&j);
-	json_key(&j, "files");
-	json_array_begin(&j);
-	for (int i = 0; i < n; i++)
-		json_view(c, &v[i], &j);
-	json_array_end(&j);
-	json_object_end(&j);
-	return json_finish(&j);
-}
-
 /* ---- command ----------------------------------------------------------- */
 
 int cmd_annotate(int argc, char **argv)
 {
 	struct annotate_opts o = { .context = 3, .color = -1 };
 	static const struct option longopts[] = {
+		{ "format", required_argument, 0, 'f' },
+		{ "output", required_argument, 0, 'o' },
+		{ "native", no_argument, 0, 'n' },
+		{ "diff", required_argument, 0, 'D' },
+		{ "absolute", no_argument, 0, 'a' },
+		{ "strip-prefix", required_argument, 0, 'S' },
 		{ "json", no_argument, 0, 'j' },
 		{ "full", no_argument, 0, 'F' },
 		{ "context", required_argument, 0, 'C' },
@@ -568,8 +411,37 @@ int cmd_annotate(int argc, char **argv)
 	};
 	int ch;
 	uint32_t v;
-	while ((ch = getopt_long(argc, argv, "C:e:p:t:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "f:o:C:e:p:t:h", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 'f':
+			if (!strcmp(optarg, "html"))
+				o.html = 1;
+			else if (!strcmp(optarg, "json"))
+				o.json = 1;
+			else if (strcmp(optarg, "text")) {
+				errorf("invalid --format '%s': expected text, json or html", optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			o.out_dir = optarg;
+			break;
+		case 'n':
+			o.native = 1;
+			break;
+		case 'D':
+			o.diff = optarg;
+			break;
+		case 'a':
+			o.absolute = 1;
+			break;
+		case 'S':
+			if (o.nstrip == sizeof(o.strip) / sizeof(o.strip[0]) || !*optarg) {
+				errorf(*optarg ? "too many --strip-prefix" : "--strip-prefix needs a directory");
+				return 2;
+			}
+			o.strip[o.nstrip++] = optarg;
+			break;
 		case 'j':
 			o.json = 1;
 			break;
@@ -632,6 +504,8 @@ int cmd_annotate(int argc, char **argv)
 	}
 	o.path = argv[optind];
 	o.target = argc - optind == 2 ? argv[optind + 1] : NULL;
+	if (annotate_html_usage(&o))
+		return 2;
 	if (o.color < 0) {
 		const char *nc = getenv("NO_COLOR");
 		o.color = isatty(STDOUT_FILENO) && !(nc && *nc);
@@ -705,6 +579,8 @@ int cmd_annotate(int argc, char **argv)
 	} else if (n == 0 && o.target) {
 		errorf("%s: no profiled source file or function matches '%s'", o.path, o.target);
 		rc = 1;
+	} else if (o.html) {
+		rc = annotate_html(&c, &f, n > 0 && o.target ? &views[0] : NULL);
 	} else if (o.json) {
 		if (annotate_json(&c, views, n)) {
 			errorf("writing the annotation failed");

@@ -13,6 +13,7 @@
 
 #include "builtin.h"
 #include "export/export.h"
+#include "lib/diff.h"
 #include "lib/profile.h"
 
 static const char usage_text[] =
@@ -34,6 +35,14 @@ static const char usage_text[] =
 	"      --keep-interpreter keep CPython's own frames in native stacks\n"
 	"      --no-inline        native stacks: no frames for inlined functions\n"
 	"                         (their time goes to the function they are in)\n"
+	"      --diff BASE        a differential flame graph (html, svg, collapsed):\n"
+	"                         FILE's frames coloured by the change of their self\n"
+	"                         share from profile BASE (red: more, blue: less);\n"
+	"                         collapsed gets BASE's and FILE's counts per stack\n"
+	"      --absolute         with --diff: the change in amount (time, or the\n"
+	"                         event's count), not in share\n"
+	"      --strip-prefix DIR with --diff: remove DIR from the start of source\n"
+	"                         paths before matching them (repeatable)\n"
 	"  -h, --help             show this help\n"
 	"\n"
 	"formats:\n";
@@ -115,9 +124,39 @@ const struct exporter *convert_find(const char *format)
 	return ex;
 }
 
+int diff_setup(const struct profile *p, const char *path, const char *base_path,
+			const struct load_opts *lo, const char *type, const char *event, int absolute,
+			const struct diff_match_opts *mo, struct profile **base, struct diff_match **m,
+			struct export_diff *d)
+{
+	if (!(*base = cli_load_profile(base_path, lo, type)))
+		return 1;
+	const struct profile *cp[2] = { *base, p };
+	const char *names[2] = { base_path, path };
+	struct diff_check chk;
+	char why[512];
+	if (diff_check(cp, names, event, absolute, &chk, why, sizeof(why))) {
+		errorf("cannot compare: %s", why);
+		return 3;
+	}
+	for (uint32_t i = 0; i < chk.nnotes; i++)
+		fprintf(stderr, "strata: note: %s\n", chk.notes[i]);
+	if (!(*m = diff_match_build(*base, p, mo))) {
+		errorf("out of memory");
+		return 1;
+	}
+	*d = (struct export_diff){ .base = *base, .match = *m, .base_event = chk.event[0],
+				   .scale = { chk.scale[0], chk.scale[1] }, .unit = chk.unit, .absolute = absolute,
+				   .base_title = (*base)->command };
+	return 0;
+}
+
 int cmd_convert(int argc, char **argv)
 {
-	const char *format = NULL, *output = NULL, *event = NULL, *type = NULL;
+	const char *format = NULL, *output = NULL, *event = NULL, *type = NULL, *base_path = NULL;
+	const char *strip[64];
+	struct diff_match_opts mo = { strip, 0 };
+	int absolute = 0;
 	struct export_opts o = { 0 };
 	struct load_opts lo = { 0 };
 	static const struct option longopts[] = {
@@ -128,6 +167,9 @@ int cmd_convert(int argc, char **argv)
 		{ "keep-interpreter", no_argument, 0, 'K' },
 		{ "no-inline", no_argument, 0, 'N' },
 		{ "type", required_argument, 0, 'T' },
+		{ "diff", required_argument, 0, 'D' },
+		{ "absolute", no_argument, 0, 'A' },
+		{ "strip-prefix", required_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -141,6 +183,15 @@ int cmd_convert(int argc, char **argv)
 		case 'K': lo.keep_interpreter = 1; break;
 		case 'N': lo.no_inline = 1; break;
 		case 'T': type = optarg; break;
+		case 'D': base_path = optarg; break;
+		case 'A': absolute = 1; break;
+		case 'S':
+			if (mo.nstrip == sizeof(strip) / sizeof(strip[0]) || !*optarg) {
+				errorf(*optarg ? "too many --strip-prefix" : "--strip-prefix needs a directory");
+				return 2;
+			}
+			strip[mo.nstrip++] = optarg;
+			break;
 		case 'h': convert_usage(stdout); return 0;
 		default: convert_usage(stderr); return 2;
 		}
@@ -153,6 +204,15 @@ int cmd_convert(int argc, char **argv)
 	const struct exporter *ex = convert_find(format);
 	if (!ex)
 		return 2;
+	if ((absolute || mo.nstrip) && !base_path) {
+		errorf("%s only goes with --diff BASE", absolute ? "--absolute" : "--strip-prefix");
+		return 2;
+	}
+	if (base_path && !ex->diff) {
+		errorf("-f %s has no differential form: --diff works with -f html, svg and collapsed (strata diff "
+		       "compares in the terminal)", ex->name);
+		return 2;
+	}
 	const char *path = argv[optind];
 	struct profile *p = cli_load_profile(path, &lo, type);
 	if (!p)
@@ -169,7 +229,18 @@ int cmd_convert(int argc, char **argv)
 	 * bytes. */
 	if (type && !event)
 		o.event = p->obj_event + 1;
-	int rc = convert_to(p, ex, output, &o);
+	struct profile *base = NULL;
+	struct diff_match *m = NULL;
+	struct export_diff d;
+	int rc = 0;
+	if (base_path)
+		rc = diff_setup(p, path, base_path, &lo, type, p->event_names[o.event], absolute, &mo, &base, &m, &d);
+	if (!rc) {
+		o.diff = base_path ? &d : NULL;
+		rc = convert_to(p, ex, output, &o);
+	}
+	diff_match_free(m);
+	profile_free(base);
 	profile_free(p);
 	return rc;
 }

@@ -125,8 +125,8 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 			goto bad;
 		printf("stack #%u flags=%#x py=[", s.index, s.flags);
 		for (uint32_t i = 0; i < s.npy; i++)
-			printf("%s#%u@%d%s", i ? " " : "", s.py[i].code, s.py[i].lasti,
-			       s.py[i].flags & PYF_ENTRY ? "E" : "");
+			printf("%s#%u@%d%s%s", i ? " " : "", s.py[i].code, s.py[i].lasti,
+			       s.py[i].flags & PYF_ENTRY ? "E" : "", s.py[i].flags & PYF_AWAITER ? "A" : "");
 		printf("]");
 		if (s.py_missing)
 			printf(" +%u missing", s.py_missing);
@@ -136,6 +136,15 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 				printf("%s%#" PRIx64, i ? " " : "", s.native[i]);
 			printf("]");
 		}
+		if (s.ntasks) {
+			printf(" tasks=[");
+			for (uint32_t i = 0; i < s.ntasks; i++)
+				printf("%s%u:task#%u%s", i ? " " : "", s.tasks[i].at, s.tasks[i].task,
+				       s.tasks[i].flags & TASKF_OTHERS ? "+others" : "");
+			printf("]");
+		}
+		if (s.loop_at)
+			printf(" loop_at=%u", s.loop_at);
 		rec_free_stack(&s);
 		break;
 	}
@@ -208,6 +217,14 @@ static int dump_record(void *ctx, struct reader_stream *st, uint64_t type, struc
 		printf("event-desc #%u %s type=%u config=%#" PRIx64 " period=%" PRIu64 " flags=%#x", e.index, e.name,
 		       e.type, e.config, e.period, e.flags);
 		rec_free_event_desc(&e);
+		break;
+	}
+	case REC_TASK: {
+		struct rec_task t;
+		if (rec_get_task(body, &t))
+			goto bad;
+		printf("task #%u %s (%#" PRIx64 ")", t.index, t.name, t.addr);
+		free(t.name);
 		break;
 	}
 	case REC_OBJ_TYPE: {

@@ -36,11 +36,14 @@ static const char usage_text[] =
 	"  -p, --pid PID        only samples of process PID\n"
 	"  -t, --tid TID        only samples of thread TID\n"
 	"      --no-idle        wall mode: leave out samples of blocked threads\n"
-	"      --keep-interpreter  native stacks: keep CPython's own frames\n"
+	"      --keep-interpreter  native stacks: keep CPython's own frames; asyncio:\n"
+	"                       keep the event loop's frames under each task\n"
 	"      --no-inline      native stacks: no frames for inlined functions (their\n"
 	"                       time goes to the function they are inlined into)\n"
 	"      --type NAME      --objects: only allocations of type NAME (dict, Foo,\n"
 	"                       [PyMem_Malloc], ...: see the types table)\n"
+	"      --task NAME      asyncio: only the samples of task NAME (its own frames,\n"
+	"                       running or waiting: see the tasks table, docs/async.md)\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"self: samples whose innermost frame is in the function (or line).\n"
@@ -145,6 +148,7 @@ int cmd_report(int argc, char **argv)
 		{ "keep-interpreter", no_argument, 0, 'K' },
 		{ "no-inline", no_argument, 0, 'N' },
 		{ "type", required_argument, 0, 'T' },
+		{ "task", required_argument, 0, 'A' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -196,6 +200,9 @@ int cmd_report(int argc, char **argv)
 		case 'T':
 			o.type = optarg;
 			break;
+		case 'A':
+			o.task = optarg;
+			break;
 		case 'e':
 			o.event_name = optarg;
 			break;
@@ -219,6 +226,12 @@ int cmd_report(int argc, char **argv)
 	struct profile *p = cli_load_profile(o.path, &lo, o.type);
 	if (!p)
 		return 1;
+	char terr[512];
+	if (o.task && profile_filter_task(p, o.task, terr, sizeof(terr))) {
+		errorf("%s: %s", o.path, terr);
+		profile_free(p);
+		return 1;
+	}
 	/* Allocations carry no time samples: order by their bytes. */
 	if (o.type && !o.event_name)
 		o.event = p->obj_event + 1;

@@ -17,8 +17,10 @@ int cmd_convert(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_stack(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* Conversion, shared by convert and record -f (builtin-convert.c). */
+struct load_opts;
 struct exporter;
 struct export_opts;
 struct profile;
@@ -27,6 +29,17 @@ int convert_event(const struct profile *p, const char *name, uint32_t *event);
 int convert_to(const struct profile *p, const struct exporter *ex, const char *out_path,
 	       const struct export_opts *o);
 void convert_usage(FILE *out);
+/* --diff BASE of convert and annotate: BASE loaded (with lo and type as
+ * the profile p at path), checked against it for `event` (notes said on
+ * stderr) and matched (mo: --strip-prefix); fills *d, whose base and match
+ * the caller frees. 0, or an exit status after one line saying why (3:
+ * the two do not compare). */
+struct diff_match;
+struct diff_match_opts;
+struct export_diff;
+int diff_setup(const struct profile *p, const char *path, const char *base_path, const struct load_opts *lo,
+	       const char *type, const char *event, int absolute, const struct diff_match_opts *mo,
+	       struct profile **base, struct diff_match **m, struct export_diff *d);
 
 /* `strata record -e` (record-events.c): parses and checks the event list
  * on this machine, printing a one-line error; on success fills the agent's

@@ -26,6 +26,7 @@ static const struct {
 	{ "record", cmd_record, "run a command and record a profile of every Python process it starts" },
 	{ "report", cmd_report, "show the hottest functions and lines of a recorded profile" },
 	{ "annotate", cmd_annotate, "show the Python source with the cost of every line" },
+	{ "diff", cmd_diff, "compare two profiles: what got slower, by function, line or file" },
 	{ "convert", cmd_convert, "convert a profile for another tool (KCachegrind, speedscope, ...)" },
 	{ "dump", cmd_dump, "list the records of a .strata file (for debugging strata itself)" },
 	{ "top", cmd_top, "live view of a running program's hottest functions and lines" },

@@ -9,6 +9,7 @@
 #include "lib/json.h"
 #include "lib/profile.h"
 #include "lib/ratios.h"
+#include "report-tasks.h"
 #include "report-types.h"
 #include "report.h"
 
@@ -221,6 +222,10 @@ void report_json(const struct profile *p, const struct agg *a, const struct repo
 	if (p->obj_event) {
 		struct agg_filter f = { .pid = o->pid, .tid = o->tid };
 		report_types_json(p, &f, j);
+	}
+	if (p->ntasks) {
+		struct agg_filter f = { .pid = o->pid, .tid = o->tid };
+		report_tasks_json(p, &f, j);
 	}
 
 	uint32_t rows = a->nfuncs;

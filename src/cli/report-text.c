@@ -16,6 +16,7 @@
 #include "lib/profile.h"
 #include "lib/ratios.h"
 #include "lib/source.h"
+#include "report-tasks.h"
 #include "report-types.h"
 #include "report.h"
 
@@ -682,6 +683,7 @@ void report_text(const struct profile *p, const struct agg *a, const struct repo
 		print_lines(p, a, o, width, cwd, sc);
 	struct agg_filter f = { .pid = o->pid, .tid = o->tid };
 	report_types_text(p, &f, o->limit);
+	report_tasks_text(p, &f, o->limit);
 	print_threads(p, a, o, width);
 	print_processes(p, a, o, width);
 	source_cache_free(sc);

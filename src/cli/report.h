@@ -23,6 +23,7 @@ struct report_opts {
 	uint32_t pid, tid;
 	const char *path;
 	const char *type;   /* --type */
+	const char *task;   /* --task */
 };
 
 /* ---- selection (builtin-report.c) -------------------------------------- */

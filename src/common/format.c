@@ -198,7 +198,7 @@ const char *rec_type_name(uint64_t t)
 		[REC_PERFMAP] = "perf-map", [REC_EVENT_DESC] = "event-desc",
 		[REC_CONTROL] = "control", [REC_OBJ_TYPE] = "obj-type",
 		[REC_ALLOC] = "alloc", [REC_ALLOC_TYPE] = "alloc-type",
-		[REC_FREE] = "free",
+		[REC_FREE] = "free", [REC_TASK] = "task",
 	};
 	if (t < sizeof(names) / sizeof(names[0]) && names[t])
 		return names[t];
@@ -354,6 +354,15 @@ void rec_put_stack(struct wbuf *b, const struct rec_stack *r)
 	for (uint32_t i = 0; i < r->nnative; i++) {
 		wbuf_sv(o, (int64_t)(r->native[i] - prev));
 		prev = r->native[i];
+	}
+	if (r->ntasks || r->loop_at) {
+		wbuf_uv(o, r->ntasks);
+		for (uint32_t i = 0; i < r->ntasks; i++) {
+			wbuf_uv(o, r->tasks[i].at);
+			wbuf_uv(o, r->tasks[i].task);
+			wbuf_uv(o, r->tasks[i].flags);
+		}
+		wbuf_uv(o, r->loop_at);
 	}
 	BODY_END(b, REC_STACK);
 }
@@ -611,6 +620,7 @@ void rec_free_stack(struct rec_stack *r)
 {
 	free(r->py);
 	free(r->native);
+	free(r->tasks);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -643,6 +653,24 @@ int rec_get_stack(struct rbuf *b, struct rec_stack *r)
 	for (uint32_t i = 0; i < r->nnative; i++) {
 		prev += (uint64_t)rbuf_sv(b);
 		r->native[i] = prev;
+	}
+	if (!b->err && rbuf_left(b)) {
+		/* 1.2: task boundaries, each at a frame of the stack. */
+		r->ntasks = get_u32(b);
+		if (b->err || r->ntasks > rbuf_left(b) / 3 || r->ntasks > r->npy)
+			goto bad;
+		if (r->ntasks && !(r->tasks = calloc(r->ntasks, sizeof(*r->tasks))))
+			goto bad;
+		for (uint32_t i = 0; i < r->ntasks; i++) {
+			r->tasks[i].at = get_u32(b);
+			r->tasks[i].task = get_u32(b);
+			r->tasks[i].flags = get_u32(b);
+			if (r->tasks[i].at >= r->npy)
+				b->err = 1;
+		}
+		r->loop_at = get_u32(b);
+		if (r->loop_at > r->npy)
+			b->err = 1;
 	}
 	if (b->err)
 		goto bad;

@@ -24,7 +24,7 @@
 #define STRATA_MAGIC "\x89STRATA\n"
 #define STRATA_MAGIC_LEN 8
 #define STRATA_FMT_MAJOR 1
-#define STRATA_FMT_MINOR 1
+#define STRATA_FMT_MINOR 2
 #define STRATA_FILE_HDR_SIZE 32
 
 #define STRATA_CHUNK_MAGIC 0x4b484353u /* "SCHK" little-endian */
@@ -114,7 +114,9 @@ enum rec_type {
 	REC_ALLOC = 19,       /* a sampled allocation, with its stack */
 	REC_ALLOC_TYPE = 20,  /* the type of an allocation, learnt after it was written */
 	REC_FREE = 21,        /* a sampled allocation was freed */
-	REC_TYPE_MAX_KNOWN = 21, /* highest type this build decodes (bump as types land) */
+	/* 1.2: asyncio tasks (docs/async.md) */
+	REC_TASK = 22,        /* an interned asyncio task (its name) */
+	REC_TYPE_MAX_KNOWN = 22, /* highest type this build decodes (bump as types land) */
 };
 const char *rec_type_name(uint64_t type);
 /* Whether this build decodes records of `type`: every type up to
@@ -175,8 +177,20 @@ enum pyframe_flags {
 	/* With STACK_GC: the collection started while this frame ran (3.15+
 	 * say which frame; elsewhere no frame carries it). */
 	PYF_GC = 1 << 1,
+	/* 1.2: a frame of a suspended task awaiting the running one (or of a
+	 * waiting task's chain): not on the thread's stack. */
+	PYF_AWAITER = 1 << 2,
 };
-enum sample_flags { SAMPLE_IDLE = 1 << 0 /* thread was blocked (wall mode) */ };
+enum sample_flags {
+	SAMPLE_IDLE = 1 << 0,         /* thread was blocked (wall mode) */
+	/* 1.2: a suspended asyncio task's sample (wall mode): its await chain,
+	 * taken by the helper, not a thread's stack. */
+	SAMPLE_TASK_WAITING = 1 << 1,
+};
+/* 1.2: a task boundary in a stack (rec_stack.tasks). */
+enum task_frame_flags {
+	TASKF_OTHERS = 1 << 0, /* other tasks await this one too: the chain above follows one of them */
+};
 
 struct rec_session {
 	char *strata_version;
@@ -250,6 +264,15 @@ struct rec_pyframe {
 	uint32_t flags; /* PYF_* */
 };
 
+/* 1.2: where a stack crosses into a task: py[at] is the outermost frame
+ * (the coroutine) of task `task` (a REC_TASK index); the frames leaf-side
+ * of it, to the previous boundary, are the task's. */
+struct rec_task_frame {
+	uint32_t at;
+	uint32_t task;
+	uint32_t flags;         /* TASKF_* */
+};
+
 struct rec_stack {
 	uint32_t index;
 	uint32_t flags;
@@ -258,7 +281,21 @@ struct rec_stack {
 	uint32_t py_missing;    /* frames cut by the depth cap (when STACK_PY_TRUNCATED) */
 	uint32_t nnative;
 	uint64_t *native;       /* return addresses, leaf first (with --native) */
+	/* 1.2: asyncio. The Python frames are the logical stack: the running
+	 * task's, then the frames of each task awaiting it, and from py[loop_at]
+	 * on (0: none) the frames that ran the event loop. */
+	uint32_t ntasks;
+	struct rec_task_frame *tasks; /* innermost task first */
+	uint32_t loop_at;
 };
+
+struct rec_task {
+	uint32_t index;         /* per stream, REC_STACK task boundaries refer to it */
+	uint64_t addr;          /* the task object (diagnostics) */
+	char *name;             /* create_task(name=...), else Task-N */
+};
+void rec_put_task(struct wbuf *b, const struct rec_task *r);
+int rec_get_task(struct rbuf *b, struct rec_task *r); /* free r->name */
 
 #define STRATA_MAX_COUNTERS 8
 

@@ -12,13 +12,27 @@
 
 #include <stdio.h>
 
+#include "lib/diff.h"
 #include "lib/profile.h"
+
+/* convert --diff BASE: the profile the one converted is compared with,
+ * for the formats that draw a difference (exporter.diff). */
+struct export_diff {
+	const struct profile *base;
+	const struct diff_match *match;
+	uint32_t base_event;     /* the shown event's index in base */
+	double scale[2];         /* one unit of the event in `unit`, BASE's and the converted one's */
+	const char *unit;
+	int absolute;            /* colour by the change in amount, not in share */
+	const char *base_title;
+};
 
 struct export_opts {
 	const char *title;       /* e.g. the command line; for formats with a title */
 	const char *source;      /* path of the .strata file being converted */
 	uint32_t event;          /* event to show where a format has one value (default 0: samples) */
 	int exclude_idle;        /* leave idle (wall-mode) samples out */
+	const struct export_diff *diff; /* NULL: not a comparison */
 };
 
 /* Writes `p` to `out`. Returns 0, or -1 with a one-line reason in err. */
@@ -31,6 +45,7 @@ struct exporter {
 	const char *help;        /* one line: what opens it */
 	int binary;              /* output is binary (refuse a terminal) */
 	export_fn fn;
+	int diff;                /* draws convert --diff (o->diff) */
 };
 
 /* NULL-terminated list, in the order `--help` shows them. */

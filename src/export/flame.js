@@ -12,6 +12,12 @@
  * of the profile. The root is at the top (an icicle): the zoomed frame
  * spans the full width, its ancestors are drawn above it, faded.
  *
+ * With convert --diff BASE the data also holds BASE's tree (html.c): it is
+ * laid on the tree shown, node by node along the same path of lines (or
+ * of functions, merged), for the threads of BASE that match the selection
+ * by name, and every frame is coloured by the change of its self share
+ * (or amount): red more, blue less, neutral when about the same.
+ *
  * window.strataFlame exposes the state and the drawn boxes for tests and
  * for scripting (find(text) gives a frame's box in page coordinates).
  */
@@ -20,6 +26,8 @@
 	var D = JSON.parse(document.getElementById('strata-data').textContent);
 	var KINDS = ['python', 'native', 'jit', 'other'];
 	var ROW = 18, MIN_PX = 0.4, MAX_CANVAS = 30000;
+	var DIFF = D.diff || null;
+	var FUNCS = DIFF ? D.funcs.concat(D.bfuncs) : D.funcs;
 
 	var nNodes = D.nodes.length / 2, nFrames = D.frames.length / 2;
 	var nodeParent = new Int32Array(nNodes), nodeFrame = new Int32Array(nNodes);
@@ -38,12 +46,36 @@
 	}
 	/* Labels as strata's other formats write them (src/export/labels.c). */
 	function funcLabel(fu, line) {
-		var f = D.funcs[fu], name = f[0], file = f[1], kind = f[2], mod = f[3];
+		var f = FUNCS[fu], name = f[0], file = f[1], kind = f[2], mod = f[3];
 		if (kind === 3) return name;
 		if (file && line > 0) return name + ' (' + base(file) + ':' + line + ')';
 		if (file) return name + ' (' + base(file) + ')';
 		if (mod) return name + ' (' + mod + ')';
 		return name;
+	}
+
+	/* ---- BASE (convert --diff): its nodes, and a class per (function, line)
+	 * shared by both trees, to find BASE's nodes in the tree shown ---- */
+	var nBNodes = DIFF ? D.bnodes.length / 2 : 0, nBFrames = DIFF ? D.bframes.length / 2 : 0;
+	var bnodeParent = new Int32Array(nBNodes), bnodeFrame = new Int32Array(nBNodes);
+	var bframeFunc = new Int32Array(nBFrames), frameClass = new Int32Array(nFrames), bframeClass = new Int32Array(nBFrames);
+	var nClasses = 0;
+	if (DIFF) {
+		var classes = new Map();
+		var classOf = function (fu, line) {
+			var key = fu + ':' + line, c = classes.get(key);
+			if (c === undefined) classes.set(key, c = nClasses++);
+			return c;
+		};
+		for (i = 0; i < nFrames; i++) frameClass[i] = classOf(frameFunc[i], frameLine[i]);
+		for (i = 0; i < nBFrames; i++) {
+			bframeFunc[i] = D.bframes[2 * i];
+			bframeClass[i] = classOf(bframeFunc[i], D.bframes[2 * i + 1]);
+		}
+		for (i = 0; i < nBNodes; i++) {
+			bnodeParent[i] = D.bnodes[2 * i];
+			bnodeFrame[i] = D.bnodes[2 * i + 1];
+		}
 	}
 
 	/* ---- the tree shown: per line (the model's nodes) or per function ---- */
@@ -57,7 +89,7 @@
 		for (var n = 1; n < nNodes; n++) {
 			var vp = of[nodeParent[n]], fr = nodeFrame[n];
 			var k = byFunc ? frameFunc[fr] : fr;
-			var id = vp * (byFunc ? D.funcs.length : nFrames) + k;
+			var id = vp * (byFunc ? FUNCS.length : nFrames) + k;
 			var v = index.get(id);
 			if (v === undefined) {
 				v = parent.length;
@@ -76,12 +108,33 @@
 			line[w] = byFunc ? 0 : frameLine[key[w]];
 			label[w] = funcLabel(func[w], line[w]);
 		}
-		V = { n: nv, parent: Int32Array.from(parent), depth: Int32Array.from(depth), label: label, func: func,
-			line: line, of: of };
+		V = { n: nv, key: Int32Array.from(key), parent: Int32Array.from(parent), depth: Int32Array.from(depth), label: label, func: func,
+			line: line, of: of, bof: null };
+		if (DIFF) mapBase();
+	}
+	/* V.bof: BASE node -> the node shown with the same path of (function,
+	 * line) classes, or of functions when merged; -1 when there is none. */
+	function mapBase() {
+		var kc = byFunc ? FUNCS.length : nClasses, index = new Map(), w;
+		for (w = V.n - 1; w > 0; w--) {
+			var k = byFunc ? V.func[w] : frameClass[V.key[w]];
+			index.set(V.parent[w] * kc + k, w);
+		}
+		var bof = new Int32Array(nBNodes);
+		for (var b = 1; b < nBNodes; b++) {
+			var vp = bof[bnodeParent[b]], fr = bnodeFrame[b];
+			var x = vp < 0 ? undefined : index.get(vp * kc + (byFunc ? bframeFunc[fr] : bframeClass[fr]));
+			bof[b] = x === undefined ? -1 : x;
+		}
+		V.bof = bof;
 	}
 
 	/* ---- totals and children of the current selection ---- */
 	var sel = 'all', total, childStart, children, maxDepth;
+	/* --diff: self of the selection on both sides, BASE's totals, the
+	 * change per node, and what of BASE has no node here */
+	var selfNew, selfBase, totalBase, delta, maxDelta, baseAll, baseUnmatched, baseThreads = [];
+	var diffBy = DIFF && DIFF.absolute ? 'amount' : 'share';
 	function selectedThreads() {
 		var out = [];
 		D.threads.forEach(function (t, i) {
@@ -89,13 +142,60 @@
 		});
 		return out;
 	}
+	/* BASE's threads for the selection: all; the process of the same name;
+	 * the thread of the same name in it. */
+	function selectedBaseThreads() {
+		if (!DIFF) return [];
+		var want = null, proc = null;
+		if (sel[0] === 'p') proc = D.procs[+sel.slice(1)][2];
+		if (sel[0] === 't') {
+			var t = D.threads[+sel.slice(1)];
+			want = t.key;
+			proc = D.procs[t.proc][2];
+		}
+		return D.bthreads.filter(function (b) {
+			return (proc === null || D.bprocs[b.proc][0] === proc) && (want === null || b.key === want);
+		});
+	}
+	function computeDiff() {
+		selfBase = new Float64Array(V.n);
+		baseAll = 0;
+		baseUnmatched = 0;
+		baseThreads = selectedBaseThreads();
+		baseThreads.forEach(function (t) {
+			var s = t.self;
+			for (var k = 0; k < s.length; k += 2) {
+				var v = V.bof[s[k]];
+				baseAll += s[k + 1];
+				if (v > 0) selfBase[v] += s[k + 1];
+				else baseUnmatched += s[k + 1];
+			}
+		});
+		totalBase = Float64Array.from(selfBase);
+		for (var v = V.n - 1; v > 0; v--) totalBase[V.parent[v]] += totalBase[v];
+		delta = new Float64Array(V.n);
+		maxDelta = 0;
+		for (v = 1; v < V.n; v++) {
+			delta[v] = diffValue(selfNew[v], 1) - diffValue(selfBase[v], 0);
+			if (total[v] > 0 && Math.abs(delta[v]) > maxDelta) maxDelta = Math.abs(delta[v]);
+		}
+	}
+	/* A cost of one side as compared: a share of that side's total, or an
+	 * amount (cost times the side's unit). */
+	function diffValue(c, side) {
+		if (diffBy === 'amount') return c * DIFF.scale[side ? 1 : 0];
+		var all = side ? total[0] : baseAll;
+		return all > 0 ? c / all : 0;
+	}
 	function computeTotals() {
 		total = new Float64Array(V.n);
 		selectedThreads().forEach(function (t) {
 			var s = t.self;
 			for (var k = 0; k < s.length; k += 2) total[V.of[s[k]]] += s[k + 1];
 		});
+		if (DIFF) selfNew = Float64Array.from(total);
 		for (var v = V.n - 1; v > 0; v--) total[V.parent[v]] += total[v];
+		if (DIFF) computeDiff();
 		var count = new Int32Array(V.n + 1);
 		maxDepth = 0;
 		for (v = 1; v < V.n; v++) {
@@ -133,6 +233,23 @@
 	function pct(a, b) {
 		return b > 0 ? (100 * a / b).toFixed(2) + '%' : '0%';
 	}
+	function fmtAmount(v) {
+		var u = DIFF.unit;
+		if (u === 'ns') return v >= 1e9 ? (v / 1e9).toFixed(2) + ' s' : (v / 1e6).toFixed(1) + ' ms';
+		if (u === 'bytes') return v >= 1048576 ? (v / 1048576).toFixed(1) + ' MiB' : (v / 1024).toFixed(1) + ' KiB';
+		return Math.round(v).toLocaleString('en-US') + ' ' + u;
+	}
+	/* "+3.20 points" of share, or "+12.0 ms". */
+	function fmtChange(d) {
+		if (diffBy === 'amount') return (d >= 0 ? '+' : '-') + fmtAmount(Math.abs(d));
+		return (d >= 0 ? '+' : '') + (100 * d).toFixed(2) + ' points';
+	}
+	/* The diverging colour of a change t in [-1, 1]: neutral at 0. */
+	function diffColor(t) {
+		var n = [226, 226, 220], c = t > 0 ? [220, 40, 30] : [40, 90, 215], a = Math.min(1, Math.abs(t));
+		return 'rgb(' + Math.round(n[0] + (c[0] - n[0]) * a) + ',' + Math.round(n[1] + (c[1] - n[1]) * a) + ',' +
+			Math.round(n[2] + (c[2] - n[2]) * a) + ')';
+	}
 
 	/* ---- drawing ---- */
 	var canvas = document.getElementById('flame'), ctx = canvas.getContext('2d');
@@ -147,7 +264,8 @@
 	function color(v) {
 		if (v === 0) return '#c8c8c0';
 		if (matched && matched[v]) return '#e040fb';
-		var f = V.func[v], kind = D.funcs[f][2], h = hash(D.funcs[f][0]), a = h % 55, b = (h >>> 8) % 55;
+		if (DIFF) return diffColor(maxDelta > 0 ? delta[v] / maxDelta : 0);
+		var f = V.func[v], kind = FUNCS[f][2], h = hash(FUNCS[f][0]), a = h % 55, b = (h >>> 8) % 55;
 		if (kind === 0) return 'rgb(' + (200 + a) + ',' + (100 + 2 * b) + ',' + (40 + (a >> 1)) + ')';
 		if (kind === 1) return 'rgb(' + (80 + a) + ',' + (130 + b) + ',' + (200 + (a >> 1)) + ')';
 		if (kind === 2) return 'rgb(' + (70 + a) + ',' + (180 + (b >> 1)) + ',' + (80 + a) + ')';
@@ -249,6 +367,13 @@
 		var nThreads = selectedThreads().length;
 		elSummary.textContent = fmtCost(all) + ' in ' + nThreads + ' thread' + (nThreads === 1 ? '' : 's') +
 			'. Click a frame to zoom, hover for details.';
+		if (DIFF) {
+			elSummary.textContent += ' Compared with BASE (' + DIFF.title + '): ' +
+				Math.round(baseAll).toLocaleString('en-US') + ' ' + D.event + ' in ' + baseThreads.length +
+				' thread' + (baseThreads.length === 1 ? '' : 's') + (baseAll ? ', of which ' +
+				pct(baseUnmatched, baseAll) + ' in stacks not drawn here (gone in NEW)' : ': nothing matches') +
+				'. Colour: change in self ' + diffBy + ', red more, blue less.';
+		}
 		if (matched) {
 			var m = matchedCost();
 			elMatch.textContent = 'Matched: ' + pct(m, all) + ' (' + fmtCost(m) + ')';
@@ -300,6 +425,17 @@
 			else if (f[3]) html += esc(f[3]) + '\n';
 			html += KINDS[f[2]] + ' frame\n' + esc(fmtCost(total[v])) + '\n' + pct(total[v], total[0]) + ' of the total';
 			if (zoom) html += ', ' + pct(total[v], total[zoom]) + ' of the zoomed frame';
+			if (DIFF) {
+				var side = function (what, s, t, all, sc) {
+					var amt = sc > 0 ? ' = ' + fmtAmount(s * sc) : '';
+					return what + ': self ' + Math.round(s).toLocaleString('en-US') + ' (' + pct(s, all) + amt +
+						'), total ' + Math.round(t).toLocaleString('en-US') + ' (' + pct(t, all) + ')\n';
+				};
+				html += '\n' + esc(side('new ', selfNew[v], total[v], total[0], DIFF.scale[1])) +
+					esc(side('base', selfBase[v], totalBase[v], baseAll, DIFF.scale[0])) +
+					'change: ' + esc(fmtChange(delta[v])) + ' of self' + (diffValue(selfBase[v], 0) > 0
+					? ', x' + (diffValue(selfNew[v], 1) / diffValue(selfBase[v], 0)).toFixed(2) : selfNew[v] ? ', new' : '');
+			}
 		}
 		tip.innerHTML = html;
 		tip.hidden = false;
@@ -393,6 +529,17 @@
 		else render();
 	});
 	window.addEventListener('resize', render);
+	var elDiffBy = document.getElementById('diffby');
+	if (DIFF && elDiffBy) {
+		elDiffBy.parentNode.hidden = false;
+		elDiffBy.value = diffBy;
+		if (!(DIFF.scale[0] > 0 && DIFF.scale[1] > 0)) elDiffBy.disabled = true;
+		elDiffBy.addEventListener('change', function () {
+			diffBy = elDiffBy.value;
+			computeDiff();
+			render();
+		});
+	}
 
 	document.getElementById('title').textContent = D.title;
 	document.title = 'strata: ' + D.title;
@@ -409,7 +556,24 @@
 				total: total[0],
 				matched: matched ? matchedCost() : null,
 				byFunc: byFunc,
+				diff: DIFF ? { by: diffBy, baseTotal: baseAll, baseUnmatched: baseUnmatched,
+					baseThreads: baseThreads.length } : null,
 			};
+		},
+		/* --diff: both sides of the widest drawn box whose label contains text. */
+		diff: function (text) {
+			if (!DIFF) return null;
+			var best = -1, bw = -1;
+			rows.forEach(function (row) {
+				for (var k = 0; k < row.length; k += 3)
+					if (V.label[row[k + 2]].indexOf(text) >= 0 && row[k + 1] > bw) {
+						bw = row[k + 1];
+						best = row[k + 2];
+					}
+			});
+			if (best < 0) return null;
+			return { label: V.label[best], selfNew: selfNew[best], selfBase: selfBase[best], totalNew: total[best],
+				totalBase: totalBase[best], delta: delta[best], color: color(best) };
 		},
 		/* The widest drawn box whose label contains text, in page coordinates. */
 		find: function (text) {

@@ -13,7 +13,7 @@ int export_callgrind(const struct profile *, FILE *, const struct export_opts *,
 int export_pprof(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 
 static const struct exporter collapsed = {
-	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed,
+	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed, 1,
 };
 
 static const struct exporter callgrind = {

@@ -11,7 +11,14 @@
  * parents), which bounds the file for any profile. Colors: Python warm,
  * native blue, JIT green, synthetic frames grey, hue varied by name so
  * neighbours differ.
+ *
+ * With convert --diff BASE (a differential flame graph), BASE's self cost
+ * is laid on the same tree (lib/diff.c: the same path of lines) and each
+ * frame is coloured by the change of its self share (or amount): red more,
+ * blue less, neutral when about the same, scaled to the largest change;
+ * its <title> gives both sides.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +43,32 @@ struct svg {
 	double scale;                    /* px per unit of cost */
 	uint32_t maxdepth;
 	const char *unit;
+	/* --diff */
+	const struct export_diff *diff;
+	uint64_t *self, *bself;          /* own cost per node, this profile's and BASE's */
+	uint64_t base_all, unmatched;
+	double maxdelta;
 };
+
+/* The change of node n's self cost, as the diff compares it. */
+static double node_delta(const struct svg *g, uint32_t n)
+{
+	const struct export_diff *d = g->diff;
+	if (d->absolute)
+		return (double)g->self[n] * d->scale[1] - (double)g->bself[n] * d->scale[0];
+	return (g->grand ? (double)g->self[n] / (double)g->grand : 0) -
+	       (g->base_all ? (double)g->bself[n] / (double)g->base_all : 0);
+}
+
+static void diff_color(double t, char *buf, size_t n)
+{
+	/* The same scale as flame.js: neutral at 0, red for more, blue for less. */
+	static const int neutral[3] = { 226, 226, 220 }, red[3] = { 220, 40, 30 }, blue[3] = { 40, 90, 215 };
+	const int *c = t > 0 ? red : blue;
+	double a = fabs(t) > 1 ? 1 : fabs(t);
+	snprintf(buf, n, "rgb(%d,%d,%d)", (int)lround(neutral[0] + (c[0] - neutral[0]) * a),
+		 (int)lround(neutral[1] + (c[1] - neutral[1]) * a), (int)lround(neutral[2] + (c[2] - neutral[2]) * a));
+}
 
 static const struct svg *sort_g;
 static int by_label(const void *a, const void *b)
@@ -98,7 +130,10 @@ static int draw(struct svg *g, uint32_t *stk, double *xs)
 			const struct pframe *fr = &p->frames[f];
 			const struct pfunc *fn = &p->funcs[fr->func];
 			char fill[32], num[256];
-			color(p, f, g->names.s[f], fill, sizeof(fill));
+			if (g->diff)
+				diff_color(g->maxdelta > 0 ? node_delta(g, n) / g->maxdelta : 0, fill, sizeof(fill));
+			else
+				color(p, f, g->names.s[f], fill, sizeof(fill));
 			ob_puts(b, "<g><title>");
 			ob_puts(b, g->xnames.s[f]);
 			if (fn->kind != PK_OTHER && fn->file && *fn->file) {
@@ -118,6 +153,16 @@ static int draw(struct svg *g, uint32_t *stk, double *xs)
 			snprintf(num, sizeof(num), " %s, %.2f%%", g->unit,
 				 g->grand ? 100.0 * (double)g->total[n] / (double)g->grand : 0.0);
 			ob_puts(b, num);
+			if (g->diff) {
+				double dl = node_delta(g, n);
+				snprintf(num, sizeof(num), "\nself: %llu (%.2f%%) here, %llu (%.2f%%) in base; change %+.2f %s",
+					 (unsigned long long)g->self[n],
+					 g->grand ? 100.0 * (double)g->self[n] / (double)g->grand : 0.0,
+					 (unsigned long long)g->bself[n],
+					 g->base_all ? 100.0 * (double)g->bself[n] / (double)g->base_all : 0.0,
+					 g->diff->absolute ? dl : 100 * dl, g->diff->absolute ? g->diff->unit : "points");
+				ob_puts(b, num);
+			}
 			snprintf(num, sizeof(num), "</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"", x,
 				 y, w, ROW - 1);
 			ob_puts(b, num);
@@ -195,6 +240,20 @@ static int export_svg(const struct profile *p, FILE *out, const struct export_op
 			continue;
 		g.total[s->node] += profile_value(p, i, o->event);
 	}
+	if (o->diff) {
+		g.diff = o->diff;
+		g.self = malloc(nn * sizeof(*g.self));
+		g.bself = malloc(nn * sizeof(*g.bself));
+		if (!g.self || !g.bself)
+			goto oom;
+		memcpy(g.self, g.total, nn * sizeof(*g.self));
+		if (diff_tree_map(o->diff->base, p, o->diff->match, o->diff->base_event, o->exclude_idle, 0, g.bself,
+				  &g.unmatched))
+			goto oom;
+		g.base_all = g.unmatched;
+		for (uint32_t n = 0; n < p->nnodes; n++)
+			g.base_all += g.bself[n];
+	}
 	/* Totals bottom-up (children have larger indices), children in CSR. */
 	for (uint32_t n = p->nnodes; n-- > 1;) {
 		g.total[p->nodes[n].parent] += g.total[n];
@@ -212,6 +271,9 @@ static int export_svg(const struct profile *p, FILE *out, const struct export_op
 	g.grand = p->nnodes ? g.total[0] : 0;
 	g.scale = g.grand ? (double)(WIDTH - 20) / (double)g.grand : 0;
 	g.unit = event_name(p, o);
+	for (uint32_t n = 1; g.diff && n < p->nnodes; n++)
+		if ((double)g.total[n] * g.scale >= MIN_WIDTH && fabs(node_delta(&g, n)) > g.maxdelta)
+			g.maxdelta = fabs(node_delta(&g, n));
 
 	/* Depth actually drawn: only frames wide enough count. */
 	for (uint32_t n = 1; n < p->nnodes; n++)
@@ -230,12 +292,20 @@ static int export_svg(const struct profile *p, FILE *out, const struct export_op
 		 "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f4\"/>\n",
 		 WIDTH, height, WIDTH, height);
 	ob_puts(b, head);
-	ob_puts(b, "<text x=\"600\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">Flame graph: ");
+	ob_puts(b, "<text x=\"600\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">");
+	ob_puts(b, g.diff ? "Differential flame graph: " : "Flame graph: ");
 	ob_xml_str(b, o->title && *o->title ? o->title : "strata profile");
+	if (g.diff) {
+		ob_puts(b, " against ");
+		ob_xml_str(b, g.diff->base_title && *g.diff->base_title ? g.diff->base_title : "base");
+	}
 	ob_puts(b, "</text>\n<text x=\"10\" y=\"38\" fill=\"#555\">");
-	char line[160];
-	snprintf(line, sizeof(line), "%llu %s, %u thread%s; hover a frame for its file:line and share",
-		 (unsigned long long)g.grand, g.unit, p->nthreads, p->nthreads == 1 ? "" : "s");
+	char line[256];
+	snprintf(line, sizeof(line), "%llu %s, %u thread%s; hover a frame for its file:line and share%s",
+		 (unsigned long long)g.grand, g.unit, p->nthreads, p->nthreads == 1 ? "" : "s",
+		 g.diff ? (g.diff->absolute ? "; colour: change in self amount, red more, blue less"
+					    : "; colour: change in self share, red more, blue less")
+			: "");
 	ob_xml_str(b, line);
 	ob_puts(b, "</text>\n");
 	if (g.grand && draw(&g, stk, xs))
@@ -258,9 +328,11 @@ done:
 	free(g.child);
 	free(stk);
 	free(xs);
+	free(g.self);
+	free(g.bself);
 	return rc;
 }
 
 const struct exporter svg_exporter = {
-	"svg", ".svg", "static flame graph (SVG, opens in any browser)", 0, export_svg,
+	"svg", ".svg", "static flame graph (SVG, opens in any browser)", 0, export_svg, 1,
 };

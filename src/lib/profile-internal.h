@@ -128,6 +128,11 @@ struct profile_internal {
 	struct u64map early_free;   /* the same key, freed before its REC_ALLOC was read */
 	uint32_t cap_types;
 	uint32_t domain_type[ALLOC_NDOMAINS]; /* types[] of each allocator's blocks, PNONE until used */
+
+	/* asyncio (tasks.c) */
+	struct u64map task_map;     /* stream index << 32 | REC_TASK index → tasks[] */
+	struct u64map stack_task;   /* stream index << 32 | stack index → tasks[] (innermost) */
+	uint32_t cap_tasks;
 };
 
 enum { NODE_FIRST_FUNC = 1, NODE_FIRST_LINE = 2 };
@@ -174,6 +179,22 @@ void on_event_desc(struct profile *p, struct rbuf *body);
 void objects_on_process(struct profile *p, uint32_t st, uint64_t rate);
 void objects_on_record(struct profile *p, uint32_t st, uint32_t pr, uint64_t type, struct rbuf *body);
 void objects_free(struct profile *p);
+
+/* tasks.c: REC_TASK of stream `st`; the root-first frames of a stack with
+ * task boundaries (no native frames) into fr (room for npy + 3 * ntasks
+ * + 2), their count; the tasks[] index of REC_TASK `task` of stream `st`
+ * (PNONE if unknown); freeing. */
+void tasks_on_record(struct profile *p, uint32_t st, struct rbuf *body);
+uint32_t tasks_path(struct profile *p, uint32_t st, const struct rec_stack *r, uint32_t *fr,
+		    uint32_t (*pyf)(struct profile *, uint32_t, const struct rec_pyframe *));
+uint32_t tasks_lookup(struct profile *p, uint32_t st, uint32_t task);
+/* With native frames: the awaiters' part of tasks_path, down to and with
+ * the running task's marker. */
+uint32_t tasks_awaiters_path(struct profile *p, uint32_t st, const struct rec_stack *r, uint32_t *fr,
+			     uint32_t (*pyf)(struct profile *, uint32_t, const struct rec_pyframe *));
+/* The frames a task boundary adds (its marker, and one for other awaiters). */
+uint32_t tasks_marker(struct profile *p, uint32_t st, const struct rec_task_frame *b, uint32_t *fr);
+void tasks_free(struct profile *p);
 
 /* stacks.c: the call-tree node for one stack record of stream `st`. */
 struct rec_stack;

@@ -264,6 +264,10 @@ static void on_stack(struct profile *p, uint32_t st, struct rbuf *body)
 	uint32_t node = stack_to_node(p, st, &r);
 	if (node != PNONE && u64map_put(&in->stack_map, (uint64_t)st << 32 | r.index, node))
 		in->oom = 1;
+	/* A sample's task is its stack's innermost. */
+	uint32_t t = r.ntasks ? tasks_lookup(p, st, r.tasks[0].task) : PNONE;
+	if (t != PNONE && u64map_put(&in->stack_task, (uint64_t)st << 32 | r.index, t))
+		in->oom = 1;
 	rec_free_stack(&r);
 }
 
@@ -296,7 +300,11 @@ uint64_t profile_append_sample(struct profile *p, uint32_t st, uint32_t pr, uint
 		.time_ns = time,
 		.flags = flags,
 		.type = PNONE,
+		.task = PNONE,
 	};
+	uint32_t task = in->stack_task.count ? u64map_get(&in->stack_task, (uint64_t)st << 32 | stack) : MAP_NONE;
+	if (task != MAP_NONE)
+		p->samples[p->nsamples].task = task;
 	memset(p->values + p->nsamples * p->nevents, 0, sizeof(uint64_t) * p->nevents);
 	if (!in->have_time || time < in->first_time)
 		in->first_time = time;
@@ -322,7 +330,8 @@ static void on_sample(struct profile *p, uint32_t st, const struct reader_stream
 	if (p->procs[pr].flags & PROC_UNSUPPORTED)
 		return; /* not profiled: nothing it says can be trusted */
 	uint64_t i = profile_append_sample(p, st, pr, r.tid, r.stack, s->clock,
-					   (r.flags & SAMPLE_IDLE) ? PS_IDLE : 0);
+					   ((r.flags & SAMPLE_IDLE) ? PS_IDLE : 0) |
+						   ((r.flags & SAMPLE_TASK_WAITING) ? PS_WAITING : 0));
 	if (i == UINT64_MAX)
 		return;
 	uint64_t w = r.weight;
@@ -374,6 +383,7 @@ static int on_record(void *ctx, struct reader_stream *rs, uint64_t type, struct 
 	case REC_JIT_IMAGE:
 	case REC_JIT_UNLOAD: native_on_jit(p, st, type, body); break;
 	case REC_EVENT_DESC: on_event_desc(p, body); break;
+	case REC_TASK: tasks_on_record(p, st, body); break;
 	case REC_OBJ_TYPE:
 	case REC_ALLOC:
 	case REC_ALLOC_TYPE:
@@ -605,6 +615,7 @@ void profile_free(struct profile *p)
 		free(in->scratch);
 		free(in->merge_scratch);
 		objects_free(p);
+		tasks_free(p);
 		free(in);
 	}
 	free(p);

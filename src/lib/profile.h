@@ -95,7 +95,11 @@ struct pnode {
 	uint32_t depth;      /* root = 0 */
 };
 
-enum psample_flags { PS_IDLE = 1 << 0, PS_ALLOC = 1 << 1 /* an allocation sample (--objects) */ };
+enum psample_flags {
+	PS_IDLE = 1 << 0,
+	PS_ALLOC = 1 << 1,   /* an allocation sample (--objects) */
+	PS_WAITING = 1 << 2, /* a suspended asyncio task's sample (wall mode): where it waits */
+};
 
 struct psample {
 	uint32_t node;       /* leaf */
@@ -103,6 +107,7 @@ struct psample {
 	uint64_t time_ns;    /* CLOCK_MONOTONIC */
 	uint32_t flags;      /* PS_* */
 	uint32_t type;       /* PS_ALLOC: index into types; else PNONE */
+	uint32_t task;       /* the innermost asyncio task of its stack: index into tasks; else PNONE */
 };
 
 struct pthread_info {
@@ -185,6 +190,12 @@ struct profile {
 	char **types;
 	uint32_t ntypes;
 
+	/* asyncio (docs/async.md): the tasks named in stacks, by name (tasks
+	 * of one name are one row); a stack's innermost one is its sample's
+	 * task. */
+	char **tasks;
+	uint32_t ntasks;
+
 	/* --native: samples whose stack has native frames (sums of weights),
 	 * and those among them whose unwinding stopped early (failed: code
 	 * without usable unwind information; truncated: the depth cap) or
@@ -201,7 +212,8 @@ struct profile {
 };
 
 struct load_opts {
-	int keep_interpreter;   /* --keep-interpreter: keep CPython's own frames (with --native) */
+	int keep_interpreter;   /* --keep-interpreter: keep CPython's own frames (with --native),
+	                         * and the frames that run asyncio's event loop under a task */
 	int no_inline;          /* --no-inline: functions inlined into a native frame are not
 	                         * frames of their own; their time is the outer function's */
 };
@@ -221,6 +233,26 @@ void profile_free(struct profile *p);
  * report and export then shows that type alone). Returns 0, or -1 if no
  * allocation of that type was recorded (err names the types there are). */
 int profile_filter_type(struct profile *p, const char *name, char *err, size_t errlen);
+
+struct agg_filter;
+/* Keeps only the samples whose innermost asyncio task is named `name`
+ * (every report and export then shows that task alone). 0, or -1 if no
+ * such task was recorded (err names some that were). */
+int profile_filter_task(struct profile *p, const char *name, char *err, size_t errlen);
+/* The index in tasks of the task named `name`, or PNONE. */
+uint32_t profile_task_find(const struct profile *p, const char *name);
+
+/* One row of the tasks table: a task's samples running (its own code on
+ * a thread) and waiting (suspended: wall mode), and where it waited most. */
+struct ptask_row {
+	uint32_t task;
+	uint64_t running, waiting;  /* sums of weights */
+	uint32_t top_wait;          /* the frame it waited at most (its innermost), PNONE if none */
+	uint64_t top_wait_samples;
+};
+/* The tasks table over the samples `f` keeps (NULL: all), by running +
+ * waiting, descending; *n rows, malloc'ed. */
+struct ptask_row *profile_tasks(const struct profile *p, const struct agg_filter *f, uint32_t *n);
 
 /* One row of the types table: an allocated type's totals. */
 struct ptype_row {
@@ -251,6 +283,7 @@ struct agg_filter {
 	int exclude_idle;
 	uint64_t first_sample;  /* only samples with index >= this (live view intervals) */
 	uint32_t type;          /* 1 + index into types: only allocations of that type; 0 = all */
+	uint32_t task;          /* 1 + index into tasks: only samples of that task; 0 = all */
 };
 
 struct agg_row {

@@ -160,6 +160,11 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 {
 	struct profile_internal *in = p->in;
 	uint32_t npy = r->npy, nn = r->nnative;
+	/* asyncio: the awaiters' frames (after the thread's) are not on
+	 * the native stack; they go in above the running task's frames. */
+	while (r->ntasks && npy > 0 && (r->py[npy - 1].flags & PYF_AWAITER))
+		npy--;
+	uint32_t xat = r->ntasks ? r->tasks[0].at : UINT32_MAX;
 	size_t a1 = (size_t)(npy + 2 * (size_t)nn) * sizeof(struct merge_frame);
 	size_t a2 = (size_t)nn * sizeof(struct merge_native);
 	size_t a3 = (size_t)nn * sizeof(uint32_t), a4 = (size_t)npy * sizeof(uint32_t);
@@ -183,7 +188,8 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 		ncall[i] = nv->callsite;
 		nframes += nv->depth + nv->callsite_depth;
 	}
-	if (nframes + npy + 3 > UINT32_MAX || scratch_reserve(in, (uint32_t)(nframes + npy + 3)))
+	if (nframes + r->npy + 3 * (uint64_t)r->ntasks + 3 > UINT32_MAX ||
+	    scratch_reserve(in, (uint32_t)(nframes + r->npy + 3 * r->ntasks + 3)))
 		return UINT32_MAX;
 	for (uint32_t i = 0; i < npy; i++)
 		pyflags[i] = r->py[i].flags;
@@ -205,7 +211,12 @@ static uint32_t native_path(struct profile *p, uint32_t st, const struct rec_sta
 		fr[n++] = gc_frame(p);
 	for (uint32_t k = m; k-- > 0;) {
 		if (mf[k].kind == MERGE_PY) {
-			fr[n++] = py_frame(p, st, &r->py[mf[k].index]);
+			uint32_t ix = mf[k].index;
+			if (ix == xat)
+				n += tasks_awaiters_path(p, st, r, fr + n, py_frame);
+			else if (ix > xat && !in->opts.keep_interpreter && r->loop_at && ix >= r->loop_at)
+				continue; /* the event loop's own frames */
+			fr[n++] = py_frame(p, st, &r->py[ix]);
 		} else if ((mf[k].kind == MERGE_NATIVE ? nframe : ncall)[mf[k].index] != PNONE) {
 			/* The function, then what is inlined in it, outermost
 			 * first: the chain is linked from the innermost. */
@@ -282,7 +293,7 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 	} else {
 		/* Root first: at most one marker, then the Python frames root
 		 * to leaf, [gc] under the one the collection started under. */
-		if (scratch_reserve(in, r->npy + 2)) {
+		if (scratch_reserve(in, r->npy + 3 * r->ntasks + 3)) {
 			in->oom = 1;
 			return PNONE;
 		}
@@ -291,6 +302,13 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 		if (mk != PNONE)
 			fr[n++] = mk;
 		uint32_t gc_at = UINT32_MAX;
+		if (r->ntasks) {
+			/* asyncio: the logical stack (tasks.c); [gc] at the leaf. */
+			n += tasks_path(p, st, r, fr + n, py_frame);
+			if (r->flags & STACK_GC)
+				fr[n++] = gc_frame(p);
+			goto path;
+		}
 		if (r->flags & STACK_GC) {
 			uint32_t *pyflags = merge_reserve(in, (size_t)r->npy * sizeof(uint32_t) + 16);
 			if (!pyflags) {
@@ -309,6 +327,7 @@ uint32_t stack_to_node(struct profile *p, uint32_t st, const struct rec_stack *r
 				fr[n++] = gc_frame(p);
 		}
 	}
+path:
 	if (nflags && u64map_put(&in->native_stacks, (uint64_t)st << 32 | r->index, nflags)) {
 		in->oom = 1;
 		return PNONE;

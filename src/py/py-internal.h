@@ -62,6 +62,27 @@ extern const struct strata_core *core;
 #define T_BYTES (&PyBytes_Type)
 #endif
 
+/* ===== reading its memory ============================================== */
+
+/*
+ * Every load from interpreter memory is written LD(lvalue): a plain load in
+ * the in-process build (the signal handler's fault guard catches a bad
+ * pointer), a checked read of the target in the reader build, where a
+ * failed read longjmps to remote_fail, which each entry point sets with
+ * setjmp after remote_begin (pyframes.c).
+ */
+#ifdef STRATA_REMOTE
+#include <setjmp.h>
+extern jmp_buf remote_fail;
+void remote_begin(void);
+void remote_load(void *dst, const void *src, size_t n);
+#define LD(lv) ({ __typeof__(lv) ld_v_; remote_load(&ld_v_, &(lv), sizeof(ld_v_)); ld_v_; })
+#else
+#define LD(lv) (lv)
+#endif
+/* An object's type, through LD. */
+#define TYPE_OF(o) LD(((PyObject *)(o))->ob_type)
+
 /* ===== the code object, per version ===================================== */
 
 /*
@@ -104,12 +125,30 @@ int rp_walk(uint64_t tstate, struct strata_pyframe *out, int max, uint32_t *miss
 int rp_threads(struct strata_pythread *out, int max);
 #endif
 
+/* pyframes.c, for pyasync.c */
+int py_frame_info(const void *frame, struct strata_pyframe *out);
+int py_chain_has(void *ts, const void *target);
+
 /* pycode.c */
 int py_read_code(uint64_t addr, struct strata_codeinfo *out);
 #ifndef STRATA_REMOTE
 int py_hook_code_death(int (*wanted)(uint64_t), void (*on_death)(uint64_t, struct strata_codeinfo *));
 #else
 char *rp_qualname(const char *filename, uint32_t firstlineno, const char *name);
+#endif
+
+/* pycode.c: a str object's text (malloc'ed UTF-8), or NULL */
+char *py_read_strobj(uint64_t addr);
+
+/* pyasync.c */
+#ifndef STRATA_REMOTE
+uint64_t py_running_task(void *tstate, const struct strata_asyncref *a);
+#else
+int rp_asyncio_find(struct strata_asyncref *out, char *why, size_t n);
+int rp_task_read(const struct strata_asyncref *a, uint64_t task, struct strata_taskinfo *info,
+		 struct strata_pyframe *fr, int max);
+int rp_task_awaiters(const struct strata_asyncref *a, uint64_t task, uint64_t *out, int max);
+int rp_tasks(const struct strata_asyncref *a, uint64_t *out, int max);
 #endif
 
 /* pylayout.c */

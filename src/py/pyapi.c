@@ -46,6 +46,7 @@ static const struct strata_pyapi api = {
 	.api_frame = py_api_frame,
 	.obj_type = pyobj_type,
 	.type_name = pyobj_type_name,
+	.running_task = py_running_task,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_init(const struct strata_core *c)
@@ -139,6 +140,10 @@ static const struct strata_pyreader reader = {
 	.obj_type = rp_obj_type,
 	.type_name = rp_type_name,
 	.remote_exec = rp_remote_exec,
+	.asyncio_find = rp_asyncio_find,
+	.task_read = rp_task_read,
+	.task_awaiters = rp_task_awaiters,
+	.tasks = rp_tasks,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 8
+#define STRATA_PYAPI_VERSION 9
 
 struct strata_pysyms;
 
@@ -44,6 +44,29 @@ struct strata_codeinfo {
 	char *filename, *name, *qualname;
 	uint8_t *linetable;
 	size_t linetable_len;
+};
+
+/* Where asyncio keeps its tasks in the target (pyasync.c, docs/async.md):
+ * found by the reader (strata_pyreader.asyncio_find) once asyncio is
+ * imported, and handed to the in-process module for the handler. */
+struct strata_asyncref {
+	uint64_t current_tasks;  /* dict: event loop -> the task it is running */
+	uint64_t task_type;      /* _asyncio.Task (C tasks), 0 if none */
+	uint64_t py_task_type;   /* asyncio.tasks.Task when it is the pure-Python class, else 0 */
+	uint64_t future_type;    /* _asyncio.Future (or the pure-Python Future) */
+	uint64_t all_tasks;      /* WeakSet of the tasks (_all_tasks; 3.12+ _scheduled_tasks) */
+	uint64_t eager_tasks;    /* 3.12+: set of eagerly started tasks */
+};
+
+/* One task as the reader reads it (strata_pyreader.task_read). */
+struct strata_taskinfo {
+	char name[128];          /* create_task(name=...), else Task-N */
+	uint64_t coro;           /* its coroutine */
+	uint64_t waiter;         /* the future it is blocked on (_fut_waiter), 0 if none */
+	uint64_t awaits;         /* the future (or task) at the bottom of its await chain, 0 if none */
+	int32_t awaits_task;     /* 1 if `awaits` is a task */
+	int32_t running;         /* its coroutine is running (not suspended, not finished) */
+	uint32_t nframes;        /* frames of its coroutine chain */
 };
 
 enum strata_phase {
@@ -122,6 +145,10 @@ struct strata_pyapi {
 	 * which the helper, reading later, cannot promise. */
 	int (*type_name)(int (*rd)(void *ctx, void *dst, uint64_t src, size_t n), void *ctx, uint64_t type,
 			 char *buf, size_t n, uint64_t *tag);
+	/* handler: the asyncio task (C _asyncio.Task) thread `tstate` is
+	 * running, its coroutine's frame being on the thread's chain; 0 if
+	 * none (or on a version whose tasks are not read: docs/async.md). */
+	uint64_t (*running_task)(void *tstate, const struct strata_asyncref *a);
 };
 
 /* Exported by every per-version module. */
@@ -210,6 +237,21 @@ struct strata_pyreader {
 	 * (struct strata_rexec). 0, or -1 with one line in why (an older
 	 * Python, an interpreter built without remote debugging, unreadable). */
 	int (*remote_exec)(uint64_t tstate, struct strata_rexec *out, char *why, size_t n);
+	/* asyncio (pyasync.c): where its tasks are. 0 found, 1 not imported
+	 * (yet: ask again later), -1 with one line in why when this reader
+	 * cannot read them (a layout it was not built for, a version whose
+	 * tasks it does not read). */
+	int (*asyncio_find)(struct strata_asyncref *out, char *why, size_t n);
+	/* Task `task`: its name and what it awaits into info, the frames of
+	 * its coroutine chain into fr, leaf (innermost coroutine) first.
+	 * Returns the number stored, -1 if it is not (or no longer) a task. */
+	int (*task_read)(const struct strata_asyncref *a, uint64_t task, struct strata_taskinfo *info,
+			 struct strata_pyframe *fr, int max);
+	/* The tasks awaiting `task` (directly, through gather, or as the task
+	 * of the TaskGroup it belongs to), up to max; -1 if unreadable. */
+	int (*task_awaiters)(const struct strata_asyncref *a, uint64_t task, uint64_t *out, int max);
+	/* Every pending task, up to max; -1 if unreadable. */
+	int (*tasks)(const struct strata_asyncref *a, uint64_t *out, int max);
 };
 
 /* Calls are serialized by the caller (one target per loaded reader). */

@@ -167,6 +167,8 @@ static void fill_qualname(struct strata_codeinfo *ci, int allow_io)
 		ci->qualname = srcqual_lookup(ci->filename, ci->firstlineno, ci->name, allow_io);
 }
 
+char *py_read_strobj(uint64_t addr) { return read_str(rd_safe, (PyObject *)(uintptr_t)addr); }
+
 int py_read_code(uint64_t addr, struct strata_codeinfo *out)
 {
 	int rc = read_code_with(rd_safe, addr, out);

@@ -45,9 +45,9 @@ static struct {
 	uint8_t data[RC_WAYS][RC_BLOCK];
 	unsigned next;
 } rc;
-static jmp_buf remote_fail;
+jmp_buf remote_fail;
 
-static void remote_begin(void)
+void remote_begin(void)
 {
 	for (unsigned i = 0; i < RC_WAYS; i++)
 		rc.addr[i] = UINT64_MAX;
@@ -69,7 +69,7 @@ static const uint8_t *rc_block(uint64_t base)
 }
 
 /* Copies n bytes of the target at src, or longjmps to remote_fail. */
-static void remote_load(void *dst, const void *src, size_t n)
+void remote_load(void *dst, const void *src, size_t n)
 {
 	uint64_t a = (uint64_t)(uintptr_t)src;
 	uint64_t base = a & ~(uint64_t)(RC_BLOCK - 1);
@@ -83,13 +83,7 @@ static void remote_load(void *dst, const void *src, size_t n)
 	if (env.read(env.ctx, dst, a, n))
 		longjmp(remote_fail, 1);
 }
-
-#define LD(lv) ({ __typeof__(lv) ld_v_; remote_load(&ld_v_, &(lv), sizeof(ld_v_)); ld_v_; })
-#else
-#define LD(lv) (lv)
 #endif
-/* An object's type, through LD. */
-#define TYPE_OF(o) LD(((PyObject *)(o))->ob_type)
 
 /* ===== version accessors ============================================== */
 
@@ -447,6 +441,33 @@ static int walk_frames(PyThreadState *ts, struct strata_pyframe *out, int max, u
 	if (gc)
 		*gc = collecting;
 	return n;
+}
+
+/* ===== for pyasync.c ==================================================== */
+
+/* One frame that is not (or not necessarily) on a thread's chain: a
+ * suspended coroutine's. 0, or -1 if it runs no code object. */
+int py_frame_info(const void *frame, struct strata_pyframe *out)
+{
+	pyframe_t *f = (pyframe_t *)frame;
+	PyCodeObject *co = frame_code(f);
+	if (!co || TYPE_OF(co) != T_CODE)
+		return -1;
+	out->code = (uint64_t)(uintptr_t)co;
+	out->lasti = frame_lasti(f, co);
+	out->first = (uint16_t)LD(co->co_firstlineno);
+	out->flags = 0;
+	return 0;
+}
+
+/* Whether `target` is a frame of ts's chain (bounded like the walk). */
+int py_chain_has(void *ts, const void *target)
+{
+	int steps = 0;
+	for (pyframe_t *f = ts ? first_frame(ts) : NULL; f && steps < 4096; f = frame_prev(f), steps++)
+		if ((const void *)f == target)
+			return 1;
+	return 0;
 }
 
 static PyThreadState *find_thread(unsigned long pthread_id)

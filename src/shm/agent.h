@@ -257,6 +257,13 @@ struct agent_state {
 	_Atomic uint32_t link_done;
 	_Atomic uint32_t link_reason; /* LINK_REQ_FINISH: enum process_end_reason */
 	_Atomic uint64_t link_grow;  /* LINK_REQ_GROW: the region's wanted size */
+	/* asyncio (docs/async.md): where the target's tasks are, found by
+	 * the helper once asyncio is imported (agentd/tasks.c) and read by
+	 * the handler (the running task) once async_ready is set; fixed
+	 * from then on. */
+	struct strata_asyncref async_ref;
+	_Atomic int async_ready;
+
 	/* The pid of a helper that left (or never got going): nothing
 	 * waits for it. A pid, not a flag: the helper of a stream that
 	 * ended in a failed exec may leave after the next one started. */
@@ -284,6 +291,8 @@ struct rsample {
 	uint8_t ncounters;
 	uint8_t sample_flags;
 	uint16_t stack_flags;
+	uint32_t pad;
+	uint64_t task;       /* the asyncio task the thread was running (its address), 0 if none */
 	/* followed by: uint64_t counters[ncounters];
 	 *              struct strata_pyframe py[npy];
 	 *              uint64_t native[nnative]; */

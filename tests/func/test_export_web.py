@@ -410,6 +410,7 @@ def test_html_split(rec, tmp_path):
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "external reference in the page"
     out = browse(path, ["heavy", "light"], tmp_path / "split.png")
     assert out["initial"]["zoom"] is None
+    assert not out["diffByShown"]  # convert --diff's control only
     assert any(l.startswith("heavy (split.py:") for l in out["labels"]), out["labels"][:20]
     # Search shows each function's share: 3:1.
     heavy, light = match_pct(out["searches"]["heavy"]["text"]), match_pct(out["searches"]["light"]["text"])

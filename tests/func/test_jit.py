@@ -120,6 +120,16 @@ def test_jit_lines(record, numba_python):
     counted = sum(int(l.split()[1]) for l in insns if l.split()[0].endswith("%"))
     assert counted >= 0.9 * hot, (counted, hot, insns)
     assert any(" call " in l or "mulsd" in l for l in insns), insns
+    # The heat map marks the HOT line as JIT-compiled, and it is the
+    # file's costliest.
+    from test_diff import read_heatmap
+    heat = Path(str(res.path) + ".heat")
+    a = strata("annotate", str(res.path), "-f", "html", "-o", heat)
+    assert a.returncode == 0, a.stderr
+    index, files = read_heatmap(heat)
+    k = next(i for i, f in enumerate(index["files"]) if f[0].endswith("jit/hotline.py"))
+    top = max(files[k]["lines"], key=lambda l: l[1])
+    assert top[0] == marker_line("hotline.py", "HOT") and top[5] == 1, top
 
 
 @pytest.mark.edge_pythons

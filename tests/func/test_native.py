@@ -467,9 +467,10 @@ def test_inlined_function_is_a_frame(inlined):
     assert hot["line"] == mid, hot
 
 
-def test_inlined_function_in_annotate(inlined):
+def test_inlined_function_in_annotate(inlined, tmp_path):
     """annotate on the C file: the loop line of the inlined function holds
-    the self cost, the lines that called it only total."""
+    the self cost, the lines that called it only total; the heat map
+    (--native) has the C file too."""
     r = strata("annotate", "--json", inlined.path, "cburn.c")
     assert r.returncode == 0, r.stderr
     ann = json.loads(r.stdout)
@@ -484,6 +485,15 @@ def test_inlined_function_in_annotate(inlined):
     # A function's view: churn_mid, from its first line to the call.
     r = strata("annotate", inlined.path, "churn_mid")
     assert r.returncode == 0 and "churn_inner(n, 0.5); /* CALL_INNER */" in r.stdout, r.stdout + r.stderr
+    from test_diff import read_heatmap
+    r = strata("annotate", inlined.path, "--native", "-f", "html", "-o", tmp_path / "heat")
+    assert r.returncode == 0, r.stderr
+    index, files = read_heatmap(tmp_path / "heat")
+    k = next(i for i, f in enumerate(index["files"]) if f[0].endswith("cburn.c"))
+    assert index["files"][k][1] == "native"
+    heat = {l[0]: l for l in files[k]["lines"]}
+    assert max(heat, key=lambda n: heat[n][1]) == loop, heat
+    assert files[k]["src"] and "CALL_INNER" in files[k]["src"][inner - 1]
 
 
 def test_inlined_function_in_top(inlined, python, tmp_path):

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// flame-browser.js html|svg FILE [TERMS_JSON] [SCREENSHOT] — opens a strata
+// flame-browser.js html|diff|svg FILE [TERMS_JSON] [SCREENSHOT] — opens a strata
 // flame graph in headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core; no browser is downloaded) and acts on it the way a person
 // would, printing what it saw as JSON for tests/func/test_export_web.py:
@@ -10,6 +10,10 @@
 //             total of each, per search term the "Matched" text and state,
 //             and for the first term: the hover tooltip, the click (zoom)
 //             state and box, and the state after Back
+//   diff:     (convert --diff) as html, and per search term both sides of
+//             the widest box with that label (window.strataFlame.diff) and
+//             the colour actually drawn there, read from the canvas; the
+//             same after choosing "Merge lines"
 //   svg:      number of frames drawn and the <title> texts
 //
 // Exit status 0 when the page was driven, 2 when Chromium cannot start.
@@ -56,6 +60,7 @@ async function main() {
 		await page.goto(url, { waitUntil: 'load' });
 		if (mode === 'svg') await svg(page, out);
 		else await html(page, out, terms);
+		if (mode === 'diff') await diff(page, out, terms);
 		if (shot) await page.screenshot({ path: shot, fullPage: false });
 	} finally {
 		await ctx.close();
@@ -80,6 +85,7 @@ async function html(page, out, terms) {
 	out.labels = await page.evaluate(() => window.strataFlame.labels());
 	out.canvasWidth = await page.evaluate(() => document.getElementById('flame').getBoundingClientRect().width);
 	out.title = await page.textContent('#title');
+	out.diffByShown = await page.isVisible('#diffby');
 	out.options = await page.$$eval('#thread option', (os) => os.map((o) => [o.value, o.textContent]));
 	out.totals = {};
 	for (const [value] of out.options) {
@@ -112,6 +118,38 @@ async function html(page, out, terms) {
 			out.afterBackBox = await find(terms[0]);
 		}
 	}
+}
+
+// The colour drawn at a box: the pixels of its top row, right of where its
+// label could be, read back from the canvas.
+async function drawn(page, term) {
+	return page.evaluate((t) => {
+		const b = window.strataFlame.find(t);
+		if (!b) return null;
+		const c = document.getElementById('flame'), r = c.getBoundingClientRect();
+		const ratio = c.width / r.width;
+		const x = Math.floor((b.x - window.scrollX - r.left + b.w - 4) * ratio);
+		const y = Math.floor((b.y - window.scrollY - r.top + 2) * ratio);
+		const d = c.getContext('2d').getImageData(x, y, 1, 1).data;
+		return [d[0], d[1], d[2]];
+	}, term);
+}
+
+async function diff(page, out, terms) {
+	out.diff = {};
+	out.diffMerged = {};
+	for (const term of terms) {
+		out.diff[term] = await page.evaluate((t) => window.strataFlame.diff(t), term);
+		if (out.diff[term]) out.diff[term].pixel = await drawn(page, term);
+	}
+	await page.check('#byfunc');
+	for (const term of terms) {
+		out.diffMerged[term] = await page.evaluate((t) => window.strataFlame.diff(t), term);
+		if (out.diffMerged[term]) out.diffMerged[term].pixel = await drawn(page, term);
+	}
+	out.diffState = await page.evaluate(() => window.strataFlame.state());
+	// Chromium's hint about our own repeated getImageData, not the page's.
+	out.console = out.console.filter((m) => !/Multiple readback operations using getImageData/.test(m));
 }
 
 main().catch((e) => {

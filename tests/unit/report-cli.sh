@@ -179,6 +179,31 @@ one_error_line annotate-target "$FIX" "no profiled source file or function match
 run 1 annotate "$T/header-cut.strata"
 run 2 annotate
 
+# Comparisons (docs/diff.md): the fixture against itself and against
+# another one, every output, so that `make asan` runs them too.
+DEEP=$HERE/fixtures/deep.strata
+run 0 diff "$FIX" "$FIX"
+run 0 diff --json --by line -n 0 "$FIX" "$FIX"
+python3 - "$T/out" <<'EOF' || fail "diff of a profile with itself: not every row unchanged"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["rows"] and all(r["status"] == "changed" and r["points"] == 0 for r in d["rows"]), d["rows"][:3]
+EOF
+run 0 diff --absolute --by file -s total "$FIX" "$DEEP"
+run 0 diff --thread MainThread --json "$FIX" "$DEEP"
+run 4 diff --fail-above 1 "$FIX" "$DEEP"
+run 2 diff --pid 1 "$FIX" "$DEEP"
+run 3 diff -e cycles "$FIX" "$DEEP"
+run 2 diff "$FIX"
+run 0 convert "$DEEP" --diff "$FIX" -f html -o "$T/d.html"
+run 0 convert "$DEEP" --diff "$FIX" -f svg -o "$T/d.svg"
+run 0 convert "$DEEP" --diff "$FIX" --absolute -f collapsed
+run 2 convert "$DEEP" --diff "$FIX" -f speedscope
+run 0 annotate "$FIX" -f html -o "$T/heat"
+[ -s "$T/heat/index.html" ] && [ -s "$T/heat/files/0.js" ] || fail "annotate -f html: no heat map in $T/heat"
+run 0 annotate "$DEEP" -f html -o "$T/heat" --diff "$FIX" f
+run 2 annotate "$FIX" -o "$T/heat"
+
 if [ "$fails" -ne 0 ]; then
 	echo "report-cli: $fails failure(s)"
 	exit 1

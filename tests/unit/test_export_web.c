@@ -8,7 +8,9 @@
  *
  * Checked here: every exporter succeeds and is deterministic, escapes what
  * it must, keeps the right counts (B/E balanced, weights, idle frames),
- * refuses what it cannot carry, and copes with an empty profile. Given a
+ * refuses what it cannot carry, and copes with an empty profile; compared
+ * with itself (convert --diff), nothing changed in html, svg or collapsed.
+ * Given a
  * directory argument it also writes the outputs there (synthetic.FORMAT):
  * tests/func/test_export_web.py hands them to the real consumers.
  */
@@ -255,7 +257,7 @@ static void test_html(void)
 	CHECK(strstr(s, "<!DOCTYPE html>") == s);
 	CHECK(strstr(s, "window.strataFlame"));
 	CHECK(!strstr(s, "http://") && !strstr(s, "https://"));
-	CHECK(strstr(s, "\"procs\":[[\"python3 app.py (pid 100)\",100],[\"python3 worker.py (pid 200)\",200]]"));
+	CHECK(strstr(s, "\"procs\":[[\"python3 app.py (pid 100)\",100,\"python3 app.py\"],[\"python3 worker.py (pid 200)\",200,\"python3 worker.py\"]]"));
 	free(s);
 }
 
@@ -289,6 +291,51 @@ static void test_empty(void)
 	t_current = "";
 }
 
+/* The model against itself: every frame matches, nothing changed. */
+static void test_diff_self(void)
+{
+	char err[256];
+	struct diff_match *m = diff_match_build(&P, &P, NULL);
+	if (!CHECK(m != NULL))
+		return;
+	struct export_diff d = { .base = &P, .match = m, .scale = { 1, 1 }, .unit = "ns", .base_title = "same" };
+	struct export_opts o = { .title = "t", .diff = &d };
+	char *s = run(&P, "collapsed", &o, err, NULL);
+	if (CHECK(s)) {
+		/* "stack N N" on every line. */
+		size_t lines = 0, equal = 0;
+		for (char *l = s; *l; lines++) {
+			char *nl = strchr(l, '\n');
+			if (!nl)
+				break;
+			*nl = 0;
+			char *b = strrchr(l, ' ');
+			*b = 0;
+			char *a = strrchr(l, ' ');
+			equal += a && !strcmp(a + 1, b + 1);
+			l = nl + 1;
+		}
+		CHECK(lines > 5);
+		CHECK_EQ(equal, lines);
+		free(s);
+	}
+	s = run(&P, "svg", &o, err, NULL);
+	if (CHECK(s)) {
+		CHECK_EQ(count(s, "fill=\"rgb(226,226,220)\""), count(s, "<g><title>"));
+		CHECK(strstr(s, "Differential flame graph: t against same"));
+		free(s);
+	}
+	s = run(&P, "html", &o, err, NULL);
+	if (CHECK(s)) {
+		CHECK(strstr(s, "\"bfuncs\":[]"));
+		CHECK(strstr(s, "\"diff\":{\"absolute\":false,\"title\":\"same\""));
+		free(s);
+	}
+	/* Formats without a differential form say so (convert refuses them). */
+	CHECK(!exporter_find("speedscope")->diff && exporter_find("html")->diff);
+	diff_match_free(m);
+}
+
 static void write_all(const char *dir)
 {
 	struct export_opts o = { .title = "synthetic </script> profile" };
@@ -313,6 +360,7 @@ int main(int argc, char **argv)
 	RUN(test_html);
 	RUN(test_svg);
 	RUN(test_empty);
+	RUN(test_diff_self);
 	if (argc > 1)
 		write_all(argv[1]);
 	return test_summary();

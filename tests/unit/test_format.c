@@ -271,6 +271,48 @@ static void test_code(void)
 	wbuf_free(&b);
 }
 
+/* 1.2: a stack with task boundaries and awaiter frames, and REC_TASK. */
+static void test_task_records(void)
+{
+	struct rec_pyframe py[4] = { { 5, 40, 0 }, { 2, 8, 0 }, { 7, 3, PYF_AWAITER }, { 8, 9, PYF_AWAITER } };
+	struct rec_task_frame tf[2] = { { 1, 3, TASKF_OTHERS }, { 3, 0, 0 } };
+	struct rec_stack in = { .index = 9, .npy = 4, .py = py, .ntasks = 2, .tasks = tf, .loop_at = 0 };
+	struct wbuf b;
+	wbuf_init(&b);
+	rec_put_stack(&b, &in);
+	uint64_t type;
+	struct rbuf body;
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	struct rec_stack out;
+	CHECK_EQ(rec_get_stack(&body, &out), 0);
+	CHECK_EQ(out.ntasks, 2);
+	CHECK_EQ(out.tasks[0].at, 1);
+	CHECK_EQ(out.tasks[0].task, 3);
+	CHECK_EQ(out.tasks[0].flags, TASKF_OTHERS);
+	CHECK_EQ(out.tasks[1].at, 3);
+	CHECK_EQ(out.py[3].flags, PYF_AWAITER);
+	rec_free_stack(&out);
+	/* A boundary past the frames is refused. */
+	tf[1].at = 4;
+	wbuf_reset(&b);
+	rec_put_stack(&b, &in);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(rec_get_stack(&body, &out), -1);
+
+	struct rec_task t = { .index = 4, .addr = 0x7f0011223344ull, .name = "client-3" }, ot;
+	wbuf_reset(&b);
+	rec_put_task(&b, &t);
+	CHECK_EQ(one_record(&b, &type, &body), 1);
+	CHECK_EQ(type, REC_TASK);
+	CHECK_EQ(rec_get_task(&body, &ot), 0);
+	CHECK_EQ(ot.index, 4);
+	CHECK_U64(ot.addr, 0x7f0011223344ull);
+	CHECK_STR(ot.name, "client-3");
+	free(ot.name);
+	CHECK_STR(rec_type_name(REC_TASK), "task");
+	wbuf_free(&b);
+}
+
 static void test_stack(void)
 {
 	struct rec_pyframe py[3] = { { 5, 40, 0 }, { 2, -1, PYF_ENTRY }, { 0, 1000000, 0 } };
@@ -490,6 +532,7 @@ int main(void)
 	RUN(test_small_records);
 	RUN(test_code);
 	RUN(test_stack);
+	RUN(test_task_records);
 	RUN(test_sample);
 	RUN(test_trailing_fields);
 	RUN(test_record_framing);

@@ -1,0 +1,48 @@
+"""diffapp: one program run twice with different amounts of work, for
+`strata diff` (tests/func/test_diff.py).
+
+    python app.py GROW STEADY SHRINK ROUNDS
+
+Each round calls the three kernels of work/kernels.py with GROW, STEADY and
+SHRINK units of work. The rounds are short and interleave the three, so a
+change in the machine's load during a run hits all three alike. The test
+runs it as 1 1 2 (base) and 2 1 1 (new): grow's work doubles, steady's
+stays, shrink's halves, and the total stays about the same, so shares and
+times tell the same story.
+
+With DIFFAPP_TURNS=RFD,WFD in the environment each round waits for a byte
+on RFD and passes one on to WFD when done: two runs joined in a ring take
+turns round by round, so whatever the machine does meanwhile (other
+programs, frequency changes) falls on both alike.
+"""
+import os
+import sys
+
+from work import kernels
+
+UNIT = 250_000  # loop iterations per unit of work: about 10 ms, several sampling periods
+
+
+def one_round(g, s, c):
+    kernels.grow(g * UNIT)
+    kernels.steady(s * UNIT)
+    kernels.shrink(c * UNIT)
+
+
+def main():
+    g, s, c, rounds = (int(a) for a in sys.argv[1:5])
+    turns = os.environ.get("DIFFAPP_TURNS")
+    rfd, wfd = (int(x) for x in turns.split(",")) if turns else (-1, -1)
+    for _ in range(rounds):
+        if rfd >= 0 and not os.read(rfd, 1):
+            rfd = wfd = -1  # the other run ended: carry on alone
+        one_round(g, s, c)
+        if wfd >= 0:
+            try:
+                os.write(wfd, b"t")
+            except BrokenPipeError:
+                rfd = wfd = -1
+
+
+if __name__ == "__main__":
+    main()
