@@ -28,7 +28,10 @@ if [ "$(cat "$tools/.ready" 2>/dev/null)" != "$TOOLS" ]; then
 	mkdir -p .venvs
 	/usr/bin/python3 -m venv "$tools"
 	# shellcheck disable=SC2086
-	"$tools/bin/python" -m pip install -q --disable-pip-version-check $TOOLS
+	if ! "$tools/bin/python" -m pip install -q --disable-pip-version-check $TOOLS; then
+		echo "wheel.sh: cannot install $TOOLS from PyPI (pip's message above): no wheel can be built" >&2
+		exit 1
+	fi
 	echo "$TOOLS" > "$tools/.ready"
 fi
 

@@ -217,7 +217,15 @@ class Battery:
         p = self.start([self.a.python, self.prog("split_ready.py"), "60"], ready="ready")
         try:
             out = self.path("attach.strata")
-            self.strata("record", "-q", "--pid", p.pid, "-d", "2", "-o", out)
+            r = self.strata("record", "-q", "--pid", p.pid, "-d", "2", "-o", out, ok=False)
+            if r.returncode != 0 and "could not be paused" in r.stderr:
+                # The attach gives each thread 500 ms to stop for ptrace; on
+                # a machine loaded far past its cores that can pass while
+                # the thread waits for a CPU (seen at a load of 30 on 2).
+                print("note %s attach: retried once: %s" % (self.a.label, r.stderr.strip()), flush=True)
+                r = self.strata("record", "-q", "--pid", p.pid, "-d", "2", "-o", out, ok=False)
+            if r.returncode != 0:
+                raise Check("exit status %d: %s" % (r.returncode, r.stderr.strip()[-1000:]))
             if p.poll() is not None:
                 raise Check("the process ended during the attach (status %s)" % p.returncode)
         finally:
