@@ -241,7 +241,8 @@ def _record_hash(data):
 
 
 def _zip_time():
-    # Reproducible: the same sources give the same wheel bytes.
+    # Fixed times: the wheel written here depends only on what it holds
+    # (auditwheel then writes its own).
     t = int(os.environ.get("SOURCE_DATE_EPOCH", "315532800"))
     return time.gmtime(max(t, 315532800))[:6]
 
