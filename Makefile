@@ -61,6 +61,8 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
+# Continuous profiling's sender (strata send): OTLP over HTTP(S).
+CLI_LIBS  += -lcurl
 # The agent links nothing beyond the C library: it is loaded into every
 # program profiled, where a library of ours (in the wheel, a vendored copy
 # under another name) would sit in the program's global symbol scope ahead
@@ -203,15 +205,16 @@ check-versions: all
 
 # CPython 3.14 and 3.15 from Debian sid/experimental, in a cached root
 # (scripts/sidroot.sh): builds build-sid/ there and runs the functional
-# suite under both. Exit status 77, after one line saying why, where no
-# root can be had (no archive, no root privileges).
+# suite under both (SID_TESTS, below: what make check runs there). Exit
+# status 77, after one line saying why, where no root can be had (no
+# archive, no root privileges).
 check-sid:
-	scripts/sidroot.sh check
+	scripts/sidroot.sh check $(SID_TESTS)
 	scripts/sidroot.sh regrtests
 
 # make check runs these two side by side (both mostly wait: regrtest's
 # timeouts, the root's processes), with check-wheel, each one's output
-# printed whole when it ends. The part of check-sid it runs: the tests run once per interpreter (debian-3.14,
+# printed whole when it ends. What check-sid runs, and make check with it: the tests run once per interpreter (debian-3.14,
 # debian-3.15), then CPython's own regression tests under strata on both
 # (cpu mode: `scripts/sidroot.sh regrtests`); a machine that cannot have
 # the root (no archive, not root) is a skip, said in one line by sidroot.sh. --native and Numba run

@@ -23,6 +23,9 @@ fi
 
 # Build: compiler, compression, ELF/DWARF, disassembly, curses, Python headers.
 BUILD="gcc make pkg-config libzstd-dev zlib1g-dev libdw-dev libelf-dev libcapstone-dev libncurses-dev python3-dev"
+# Continuous profiling (issue 25): the sender posts OTLP with libcurl
+# (TLS, proxies, the system's CA store).
+BUILD="$BUILD libcurl4-openssl-dev"
 # The demo profiles a program that mixes Python, NumPy and Numba.
 DEMO="python3-numpy python3-numba"
 # Tests: pytest (and xdist: the functional suite runs on every core), sanitizers and libFuzzer (clang), valgrind, perf, tmux for

@@ -6,6 +6,9 @@
 #
 #   scripts/pyenvs.sh            create/update the virtualenvs that are missing
 #
+# and .venvs/pytest/<version> with pytest and pytest-timeout for every
+# interpreter the tests use, Debian's included (below).
+#
 # A virtualenv is complete when its .ready file exists. A failed install (no
 # network, no wheel for that version) leaves it incomplete, and the script
 # goes on with the others and then exits non-zero: the tests that need
@@ -36,7 +39,28 @@ for py in "$root"/versions/*/bin/python; do
 		failed="$failed $ver"
 	fi
 done
+# pytest with pytest-timeout for every interpreter the functional suite
+# runs (pyenv's 3.8+ and Debian's /usr/bin/python3), under
+# .venvs/pytest/<version>: test_signals.py runs a pytest-timeout suite
+# under strata record. Ready when .ready holds the recipe.
+PYTEST_PKGS="pytest pytest-timeout"
+for py in "$root"/versions/*/bin/python /usr/bin/python3; do
+	[ -x "$py" ] || continue
+	ver=$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) || continue
+	"$py" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null || continue
+	v=.venvs/pytest/$ver
+	[ "$(cat "$v/.ready" 2>/dev/null)" = "$PYTEST_PKGS" ] && continue
+	echo "pyenvs.sh: preparing $v" >&2
+	rm -rf "$v"
+	if "$py" -m venv "$v" && "$v/bin/python" -m pip install -q --disable-pip-version-check $PYTEST_PKGS &&
+		"$v/bin/python" -c 'import pytest, pytest_timeout'; then
+		echo "$PYTEST_PKGS" > "$v/.ready"
+	else
+		echo "pyenvs.sh: installing $PYTEST_PKGS for $ver failed" >&2
+		failed="$failed $ver(pytest)"
+	fi
+done
 if [ -n "$failed" ]; then
-	echo "pyenvs.sh: no complete test virtualenv for Python$failed: the tests that use NumPy or Numba under it cannot run" >&2
+	echo "pyenvs.sh: no complete test virtualenv for Python$failed: the tests that use NumPy, Numba or pytest-timeout under it cannot run" >&2
 	exit 1
 fi

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/pyenvs.sh
 # The format consumers (speedscope, profiler-cli, playwright-core) for the export tests.
 scripts/npm-deps.sh
+# The OpenTelemetry Collector the continuous-profiling tests send to: built
+# once from the Go module proxy, then cached (scripts/otelcol.sh).
+scripts/otelcol.sh path >/dev/null
 # One pytest worker per core (STRATA_TEST_JOBS overrides; 1 runs serially):
 # most tests wait on a profiled program, so they overlap well, and the
 # assertions compare shares and ratios, never absolute times.

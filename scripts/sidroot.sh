@@ -21,6 +21,12 @@
 #                                     (tests/cpython/run_regrtests.py, cpu
 #                                     mode; ARGS go to it)
 #
+# The archive is the one this machine's apt already uses: the first
+# source of /etc/apt/sources.list, /etc/apt/sources.list.d/*.sources
+# (deb822 URIs:) and *.list that serves sid, so a machine behind its own
+# mirror or proxy needs no setting (apt's Acquire::http(s)::Proxy is used
+# too, and written into the root). STRATA_SID_MIRROR=URL overrides it.
+#
 # The root is kept outside the checkout ($STRATA_SIDROOT, default
 # /var/cache/strata/sid/root), so a second run and other clones reuse it.
 # It is made once (debootstrap, about a minute, and the packages, about
@@ -46,7 +52,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 SKIP=77
 SIDROOT_REV=1
-MIRROR=${STRATA_SID_MIRROR:-http://deb.debian.org/debian}
+MIRROR=${STRATA_SID_MIRROR:-}
 ROOT=${STRATA_SIDROOT:-/var/cache/strata/sid/root}
 CACHE=$(dirname "$ROOT")
 # Where the root keeps virtualenvs (by interpreter version) for what Debian
@@ -128,12 +134,74 @@ in_root() {
 
 # ---- making the root --------------------------------------------------------
 
+# reachable URL: whether the archive at URL serves sid.
 reachable() {
-	url="$MIRROR/dists/sid/Release"
+	url="$1/dists/sid/Release"
 	if command -v wget >/dev/null 2>&1; then
 		wget -q -T 15 -t 1 --spider "$url" 2>/dev/null
 	else
 		python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=15)' "$url" 2>/dev/null
+	fi
+}
+
+# The URIs of this host's apt sources ("deb" lines and deb822 stanzas that
+# are enabled), one per line, in apt's order, with schemes debootstrap can
+# use (http, https, ftp, file).
+apt_uris() {
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		case "$f" in
+		*.sources)
+			awk '
+				function flush() { if (deb && on) printf "%s", uris; deb = 0; on = 1; uris = "" }
+				BEGIN { on = 1 }
+				/^[ \t]*#/ { next }
+				/^[ \t]*$/ { flush(); next }
+				{ key = tolower($1) }
+				key == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
+				key == "enabled:" { on = tolower($2) != "no" }
+				key == "uris:" { for (i = 2; i <= NF; i++) uris = uris $i "\n" }
+				END { flush() }' "$f"
+			;;
+		*)
+			sed -n 's/#.*//; s/\[[^]]*\]//; s/^[ \t]*deb[ \t][ \t]*\([^ \t]*\).*/\1/p' "$f"
+			;;
+		esac
+	done | grep -E '^(https?|ftp|file):' | sed 's,/*$,,' | awk '!seen[$0]++'
+}
+
+# Sets MIRROR (unless STRATA_SID_MIRROR did) to the first of the host's
+# sources that serves sid; returns 1, with the sources tried in TRIED, if
+# none does.
+find_mirror() {
+	if [ -n "${STRATA_SID_MIRROR:-}" ]; then
+		MIRROR=$STRATA_SID_MIRROR
+		TRIED=$MIRROR
+		reachable "$MIRROR"
+		return
+	fi
+	TRIED=""
+	for u in $(apt_uris); do
+		TRIED="$TRIED${TRIED:+ }$u"
+		if reachable "$u"; then
+			MIRROR=$u
+			return 0
+		fi
+	done
+	[ -n "$TRIED" ] || TRIED="none found in /etc/apt/sources.list or /etc/apt/sources.list.d"
+	return 1
+}
+
+# apt's proxies on this host (Acquire::http::Proxy, Acquire::https::Proxy),
+# for debootstrap's downloads (wget reads http_proxy) and the root's apt.
+apt_proxy() {
+	command -v apt-config >/dev/null 2>&1 || return 0
+	eval "$(apt-config shell APT_HTTP_PROXY Acquire::http::Proxy APT_HTTPS_PROXY Acquire::https::Proxy)"
+	if [ -n "${APT_HTTP_PROXY:-}" ] && [ -z "${http_proxy:-}" ]; then
+		export http_proxy="$APT_HTTP_PROXY"
+	fi
+	if [ -n "${APT_HTTPS_PROXY:-}" ] && [ -z "${https_proxy:-}" ]; then
+		export https_proxy="$APT_HTTPS_PROXY"
 	fi
 }
 
@@ -219,6 +287,9 @@ create() {
 		Acquire::Check-Valid-Until "false";
 		APT::Install-Recommends "false";
 	EOF
+	# The host's apt proxies, for the root's apt.
+	[ -z "${APT_HTTP_PROXY:-}" ] || echo "Acquire::http::Proxy \"$APT_HTTP_PROXY\";" >> "$new/etc/apt/apt.conf.d/90strata"
+	[ -z "${APT_HTTPS_PROXY:-}" ] || echo "Acquire::https::Proxy \"$APT_HTTPS_PROXY\";" >> "$new/etc/apt/apt.conf.d/90strata"
 	# Documentation is not needed in a test root: a smaller root is made faster.
 	cat > "$new/etc/dpkg/dpkg.cfg.d/90strata" <<-EOF
 		path-exclude /usr/share/doc/*
@@ -258,11 +329,12 @@ ensure() {
 		state=update
 	fi
 	if [ $state != ok ]; then
-		if ! reachable; then
+		apt_proxy
+		if ! find_mirror; then
 			if [ $state = update ]; then
-				say "cannot reach $MIRROR to update the root; using it as it is"
+				say "no Debian archive serving sid could be reached (tried: $TRIED) to update the root; using it as it is"
 			else
-				skip "cannot reach $MIRROR, and no sid root is cached in $ROOT: CPython 3.14 and 3.15 are not tested"
+				skip "no Debian archive serving sid could be reached (tried: $TRIED; STRATA_SID_MIRROR=URL names one), and no sid root is cached in $ROOT: CPython 3.14 and 3.15 are not tested"
 			fi
 		else
 			need_debootstrap || skip "debootstrap is not installed and cannot be (apt-get install debootstrap)"

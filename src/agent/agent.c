@@ -162,6 +162,11 @@ static int state_fresh(void)
 	agent.sampler_slot = NULL;
 	atomic_store(&agent.retired_samples, 0);
 	atomic_store(&agent.retired_dropped, 0);
+	atomic_store(&agent.handoff_waits, 0);
+	atomic_store(&agent.handoff_ns, 0);
+	atomic_store(&agent.handoff_max_ns, 0);
+	atomic_store(&agent.handoff_timeouts, 0);
+	atomic_store(&agent.handoff_reroutes, 0);
 	atomic_store(&agent.writer_idle, 0);
 	atomic_store(&agent.unwind_cur, NULL);
 	atomic_store(&agent.unwind_miss, 0);
@@ -494,8 +499,11 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	const char *dbg = getenv("NUMBA_DEBUGINFO");
 	if (dbg && atoi(dbg) > 0)
 		agent.stream_flags |= PROC_JIT_LINES;
-	/* In standby nothing is sampled until an output is attached. */
-	if (agent.standby)
+	/* In standby nothing is sampled until an output is attached, unless
+	 * the helper is to send windows from the start (STRATA_SEND, or
+	 * `strata record --send` without a file: docs/send.md). */
+	const char *send = getenv("STRATA_SEND");
+	if (agent.standby && !agent.cfg.send_dir[0] && !(send && *send && !by_tid))
 		agent.cfg.paused = 1;
 	atomic_store(&agent.sampling, !agent.cfg.paused);
 	atomic_store(&agent.has_output, !agent.standby);
@@ -542,9 +550,11 @@ __attribute__((constructor)) static void agent_init(void)
 	if (out && !*out)
 		out = NULL;
 	/* STRATA_AGENT=1 without an output: standby, for services that are
-	 * attached to later (docs/control.md). */
+	 * attached to later (docs/control.md); STRATA_SEND=URL too, whose
+	 * helper sends windows of samples from the start (docs/send.md). */
 	const char *sa = getenv("STRATA_AGENT");
-	int standby = !out && sa && *sa && strcmp(sa, "0") != 0;
+	const char *send = getenv("STRATA_SEND");
+	int standby = !out && ((sa && *sa && strcmp(sa, "0") != 0) || (send && *send));
 	if (!out && !standby)
 		return;
 	char err[1024];

@@ -110,10 +110,14 @@ static int spawn_middle(void *p)
 }
 
 /* The variables the helper needs from the program's environment (never
- * LD_PRELOAD: the agent has nothing to do in the helper). */
+ * LD_PRELOAD: the agent has nothing to do in the helper). A name ending
+ * in '*' is a prefix: the continuous-profiling settings (STRATA_SEND,
+ * STRATA_SEND_*: docs/send.md) go to the sender the helper starts. */
 static const char *const pass_env[] = {
 	"HOME", "TMPDIR", "XDG_RUNTIME_DIR", "LD_LIBRARY_PATH", "PATH", "STRATA_JITDUMP_DIR",
-	"STRATA_DEBUG_NATIVE", "STRATA_DEBUG_AGENTD", NULL,
+	"STRATA_DEBUG_NATIVE", "STRATA_DEBUG_AGENTD", "STRATA_CLI", "STRATA_SEND*",
+	"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", NULL,
 };
 
 int link_spawn(int ctl_fd, char *err, size_t errlen)
@@ -154,12 +158,15 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	snprintf(addrbuf, sizeof(addrbuf), "0x%llx", (unsigned long long)shm_addr());
 	snprintf(maxbuf, sizeof(maxbuf), "%llu", (unsigned long long)shm_max());
 	char *argv[] = { (char *)AGENTD_NAME, pidbuf, addrbuf, maxbuf, NULL };
-	char *envp[16];
+	char *envp[64];
 	int ne = 0;
-	for (char **e = environ; e && *e && ne < 15; e++)
+	for (char **e = environ; e && *e && ne < 63; e++)
 		for (int k = 0; pass_env[k]; k++) {
 			size_t l = strlen(pass_env[k]);
-			if (!strncmp(*e, pass_env[k], l) && (*e)[l] == '=') {
+			int prefix = pass_env[k][l - 1] == '*';
+			if (prefix)
+				l--;
+			if (!strncmp(*e, pass_env[k], l) && (prefix ? strchr(*e, '=') != NULL : (*e)[l] == '=')) {
 				envp[ne++] = *e;
 				break;
 			}

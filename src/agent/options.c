@@ -31,6 +31,9 @@ void parse_options(struct agent_config *c, const char *s)
 	c->native_compile_fixed = 0;
 	memset(&c->events, 0, sizeof(c->events));
 	c->event_period = 0;
+	c->send_dir[0] = 0;
+	c->send_every_ms = 15000;
+	c->send_queue = 8;
 	/* Events are '+'-separated here: commas separate the options. */
 	char evlist[512] = "";
 	while (s && *s) {
@@ -69,6 +72,12 @@ void parse_options(struct agent_config *c, const char *s)
 				snprintf(evlist, sizeof(evlist), "%s", val);
 			else if (!strcmp(key, "period"))
 				c->event_period = strtoull(val, NULL, 10);
+			else if (!strcmp(key, "send") && val[0] == '/')
+				snprintf(c->send_dir, sizeof(c->send_dir), "%s", val);
+			else if (!strcmp(key, "every") && v >= 100 && v <= 86400000)
+				c->send_every_ms = (unsigned)v;
+			else if (!strcmp(key, "queue") && v >= 1 && v <= 10000)
+				c->send_queue = (unsigned)v;
 			else if (!strcmp(key, "objects") && v >= 1) {
 				c->objects = 1;
 				c->objects_rate = strtoull(val, NULL, 10);

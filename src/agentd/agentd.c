@@ -446,6 +446,13 @@ int main(int argc, char **argv)
 	 * the same file, as the child of a process started by strata record
 	 * does (the CLI detaches it with its parent). */
 	int standby = agent.standby && !(atomic_load(&agent.has_output) && agent.cfg.output[0]);
+	/* Continuous profiling (send.c): windows from the start. A standby
+	 * agent that was to send and cannot samples nothing. */
+	send_init();
+	if (standby && agent.standby && !send_active()) {
+		agent.cfg.paused = 1;
+		atomic_store(&agent.sampling, 0);
+	}
 	if (standby ? writer_start_standby() : writer_start()) {
 		if (standby)
 			agent_log("cannot start the writer: %s; process %d is not profiled", strerror(errno), (int)pid);

@@ -43,6 +43,29 @@ int writer_output(char *buf, size_t n);
 /* agentd.c: a slot the writer retires: the helper's descriptors for it go. */
 void helper_slot_release(struct tslot *s);
 
+/* send.c: continuous profiling, windows for the sender (docs/send.md) */
+/* At start: join the directory the options name (record --send, a fork
+ * parent's), or make one from STRATA_SEND. 0, or -1 (said on stderr). */
+int send_init(void);
+int send_active(void);
+/* ctl send / attach with send=: windows go to dir from now on; ends with
+ * send_stop (or, by_attach, with the attach's detach). */
+int send_start(const char *dir, unsigned every_ms, unsigned queue, int by_attach, char *err, size_t errlen);
+int send_stop(int by_detach, char *err, size_t errlen);
+/* status lines (send, send_every, send_windows, send_sent, send_dropped, send_error) */
+void send_status(char *buf, size_t n);
+void send_finish(void);
+/* The writer's side (W.lock held): the window file. */
+void send_window_open(void);
+void send_window_chunk(const void *d, size_t n);
+void send_window_close(int publish);
+int send_window_due(uint64_t now);
+/* Windows are cut from now on (1) or no more (0); under W.lock. */
+void send_arm(int on);
+/* writer-output.c: the stream restarts so a window begins or ends. */
+void writer_send_begin(void);
+void writer_send_end(void);
+
 /* control.c */
 int control_start(int lfd, const char *path);
 void control_stop(void);

@@ -21,6 +21,11 @@
  *   detach             end the stream, close the output, sampling off
  *   dump +fd           a finished copy of what the output holds so far
  *   flush              write what the rings hold now
+ *   send               continuous profiling (send.c, docs/send.md):
+ *                      windows to the spool dir=D (every=MS, queue=N)
+ *                      from now on; stop=1 ends it. attach takes the
+ *                      same as send=D, every, queue: sending for as long
+ *                      as the attach
  *
  * A socket left behind by a process that died without cleaning up (killed
  * by SIGKILL) is removed by the next agent of the same user that starts,
@@ -209,20 +214,41 @@ static void cmd_status(char *reply, size_t n)
 	snprintf(reply, n,
 		 "ok\npid=%d\npython=%s\nmode=%s\nrate=%u\nevents=%s\nsampling=%s\nsamples=%llu\ndropped=%llu\n"
 		 "threads=%u\nloaded=%s\noutput=%s\nnative=%d\ndepth=%u\nperfmap=%d\njitlines=%d\nperiod=%llu\n"
-		 "objects=%llu\n",
+		 "objects=%llu\nsignal_handoffs=%llu\nsignal_handoff_us=%llu\nsignal_handoff_max_us=%llu\n"
+		 "signal_handoff_timeouts=%llu\nsignal_reroutes=%llu\n",
 		 (int)agent.pid, agent.python_version, agent.cfg.mode == MODE_WALL ? "wall" : "cpu", agent_rate_hz(),
 		 events, atomic_load(&agent.sampling) ? "on" : "off", (unsigned long long)samples,
 		 (unsigned long long)dropped, threads, agent.by_tid ? "dlopen" : "preload",
 		 has ? (out[0] ? out : "(descriptor)") : "", agent.cfg.native, agent.cfg.max_depth, agent.cfg.perf_map,
 		 (agent.stream_flags & PROC_JIT_LINES) != 0,
 		 (unsigned long long)(agent.trigger == TRIGGER_PERF_EVENT ? agent.cfg.event_period : 0),
-		 (unsigned long long)(agent.cfg.objects ? agent.cfg.objects_rate : 0));
+		 (unsigned long long)(agent.cfg.objects ? agent.cfg.objects_rate : 0),
+		 (unsigned long long)atomic_load(&agent.handoff_waits),
+		 (unsigned long long)(atomic_load(&agent.handoff_ns) / 1000),
+		 (unsigned long long)(atomic_load(&agent.handoff_max_ns) / 1000),
+		 (unsigned long long)atomic_load(&agent.handoff_timeouts),
+		 (unsigned long long)atomic_load(&agent.handoff_reroutes));
+	size_t l = strlen(reply);
+	if (l < n)
+		send_status(reply + l, n - l);
 }
 
+/* The send keys of a request (send, attach): dir, every (ms), queue. */
+static int send_keys(const char *req, const char *dirkey, char *dir, size_t dn, unsigned *every, unsigned *queue)
+{
+	char num[32];
+	if (!ctl_get(req, dirkey, dir, dn) || !*dir)
+		return 0;
+	*every = ctl_get(req, "every", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 15000;
+	*queue = ctl_get(req, "queue", num, sizeof(num)) ? (unsigned)strtoul(num, NULL, 10) : 8;
+	return 1;
+}
+
+/* A file, or windows to send: something to record to. */
 static int has_output(void)
 {
 	char buf[8];
-	return writer_output(buf, sizeof(buf));
+	return writer_output(buf, sizeof(buf)) || send_active();
 }
 
 void control_exec(const char *req, int fd, char *reply, size_t n)
@@ -253,8 +279,33 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		triggers_set_enabled(0);
 		writer_poke(); /* writes out what the rings hold */
 		snprintf(reply, n, "ok\nsampling=off\n");
+	} else if (!strcmp(cmd, "send")) {
+		char err[512], dir[512], num[32];
+		unsigned every, queue;
+		if (ctl_get(req, "stop", num, sizeof(num))) {
+			if (send_stop(0, err, sizeof(err))) {
+				reply_err(reply, n, "%s", err);
+			} else {
+				if (!has_output()) {
+					agent.cfg.paused = 1;
+					triggers_set_enabled(0);
+				}
+				snprintf(reply, n, "ok\n");
+			}
+		} else if (!send_keys(req, "dir", dir, sizeof(dir), &every, &queue)) {
+			reply_err(reply, n, "send needs dir=SPOOL (strata ctl PID send URL)");
+		} else if (send_start(dir, every, queue, 0, err, sizeof(err))) {
+			reply_err(reply, n, "%s", err);
+		} else {
+			agent.cfg.paused = 0;
+			triggers_set_enabled(1);
+			snprintf(reply, n, "ok\nsampling=on\n");
+		}
 	} else if (!strcmp(cmd, "attach")) {
-		char err[512];
+		static char busy[4096];
+		char err[512], sdir[512];
+		unsigned every, queue;
+		int sending = send_keys(req, "send", sdir, sizeof(sdir), &every, &queue);
 		const char *path = ctl_get(req, "path", val, sizeof(val));
 		char num[32];
 		int create = ctl_get(req, "create", num, sizeof(num)) && atoi(num) == 1;
@@ -263,16 +314,19 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		unsigned old_rate = agent.cfg.rate_hz;
 		if (rate && (rate < 1 || rate > 100000)) {
 			reply_err(reply, n, "rate %u is out of range (1..100000)", rate);
-		} else if (has_output()) {
+		} else if (writer_output(busy, sizeof(busy))) {
 			/* Checked here too, so a busy agent keeps its rate. */
-			char busy[4096];
-			writer_output(busy, sizeof(busy));
 			reply_err(reply, n, "busy: already recording to %s", busy[0] ? busy : "a descriptor");
 		} else if (rate && triggers_set_rate(rate)) {
 			reply_err(reply, n, "this agent samples on events (-e): its period is fixed when it starts");
+		} else if (sending && send_start(sdir, every, queue, 1, err, sizeof(err))) {
+			triggers_set_rate(old_rate);
+			reply_err(reply, n, "%s", err);
 		} else if (writer_attach(fd, path, create, err, sizeof(err))) {
 			/* The new stream's records name the rate: it was set first. */
 			triggers_set_rate(old_rate);
+			if (sending)
+				send_stop(1, err + strlen(err), 1);
 			reply_err(reply, n, "%s", err);
 		} else {
 			agent.cfg.paused = paused;
@@ -282,12 +336,17 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		}
 	} else if (!strcmp(cmd, "detach")) {
 		char err[512];
-		triggers_set_enabled(0);
-		agent.cfg.paused = 1;
-		if (writer_detach(err, sizeof(err)))
+		if (writer_detach(err, sizeof(err))) {
 			reply_err(reply, n, "%s", err);
-		else
-			snprintf(reply, n, "ok\nsampling=off\n");
+		} else {
+			/* Sending that came with the attach ends with it. */
+			send_stop(1, err, sizeof(err));
+			if (!send_active()) {
+				triggers_set_enabled(0);
+				agent.cfg.paused = 1;
+			}
+			snprintf(reply, n, "ok\nsampling=%s\n", send_active() ? "on" : "off");
+		}
 	} else if (!strcmp(cmd, "dump")) {
 		char err[512];
 		int64_t w = fd < 0 ? -1 : writer_dump(fd, err, sizeof(err));
@@ -301,7 +360,7 @@ void control_exec(const char *req, int fd, char *reply, size_t n)
 		writer_flush_now();
 		snprintf(reply, n, "ok\n");
 	} else {
-		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush)", cmd);
+		reply_err(reply, n, "unknown command '%s' (status, start, stop, attach, detach, dump, flush, send)", cmd);
 	}
 	pthread_mutex_unlock(&C.cmd_lock);
 }

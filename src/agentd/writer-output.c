@@ -5,8 +5,10 @@
  * its checks that the descriptor is still ours), the file header and
  * session of an output the agent was asked to create, and output control
  * for control.c (attach, detach, dump, flush, what the target's children
- * inherit). Apart from writer.c, whose pass loop fills the chunks: what
- * happens to the output is independent of how records are made.
+ * inherit), and the window cuts of continuous profiling (send.c holds the
+ * window files; each sealed chunk goes to both). Apart from writer.c,
+ * whose pass loop fills the chunks: what happens to the output is
+ * independent of how records are made.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +68,8 @@ static int output_ok(void)
 	return open_output() == 0;
 }
 
+int writer_has_file(void) { return W.fd >= 0 || agent.cfg.output[0]; }
+
 void flush_chunk(uint16_t flags)
 {
 	if (W.failed || W.recs.len == 0 || W.recs.oom) {
@@ -75,6 +79,14 @@ void flush_chunk(uint16_t flags)
 	wbuf_reset(&W.chunk);
 	if (chunk_seal(&W.chunk, W.recs.data, W.recs.len, agent.stream, W.seq, flags, 3)) {
 		wbuf_reset(&W.recs);
+		return;
+	}
+	/* Sending: the same chunk goes to the window (send.c). */
+	send_window_chunk(W.chunk.data, W.chunk.len);
+	if (!writer_has_file()) {
+		W.seq++;
+		wbuf_reset(&W.recs);
+		W.last_flush = mono_ns();
 		return;
 	}
 	if (!output_ok()) {
@@ -136,15 +148,8 @@ static int put_session_chunk(struct wbuf *recs, uint32_t seq, uint16_t flags)
 	return rc;
 }
 
-/* The header and session of an output the agent was asked to create:
- * what `strata record` writes before it starts a command. */
-static int write_session_start(void)
+void put_session(struct wbuf *recs, uint64_t realtime, uint64_t mono)
 {
-	struct file_header fh = { .major = STRATA_FMT_MAJOR, .minor = STRATA_FMT_MINOR, .created_ns = realtime_ns() };
-	uint8_t hdr[STRATA_FILE_HDR_SIZE];
-	file_header_pack(hdr, &fh);
-	if (write(W.fd, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
-		return -1;
 	char *argv[256];
 	char cmd[16384];
 	uint32_t argc = read_cmdline(cmd, sizeof(cmd), argv, 256);
@@ -152,8 +157,8 @@ static int write_session_start(void)
 	gethostname(host, sizeof(host) - 1);
 	struct rec_session se = {
 		.strata_version = STRATA_VERSION,
-		.start_realtime_ns = fh.created_ns,
-		.start_mono_ns = mono_ns(),
+		.start_realtime_ns = realtime,
+		.start_mono_ns = mono,
 		.argc = argc,
 		.argv = argv,
 		.mode = (uint32_t)agent.cfg.mode,
@@ -168,12 +173,103 @@ static int write_session_start(void)
 		se.nevents = agent.cfg.events.n;
 		se.events = names;
 	}
+	rec_put_session(recs, &se);
+}
+
+/* The header and session of an output the agent was asked to create:
+ * what `strata record` writes before it starts a command. */
+static int write_session_start(void)
+{
+	struct file_header fh = { .major = STRATA_FMT_MAJOR, .minor = STRATA_FMT_MINOR, .created_ns = realtime_ns() };
+	uint8_t hdr[STRATA_FILE_HDR_SIZE];
+	file_header_pack(hdr, &fh);
+	if (write(W.fd, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
+		return -1;
 	struct wbuf recs;
 	wbuf_init(&recs);
-	rec_put_session(&recs, &se);
+	put_session(&recs, fh.created_ns, mono_ns());
 	int rc = put_session_chunk(&recs, 0, 0);
 	wbuf_free(&recs);
 	return rc;
+}
+
+/* ---- windows (continuous profiling, send.c) --------------------------------- */
+
+/* Ends the stream where it is, in every sink: its last record, the
+ * chunk. Caller holds W.lock, rings drained. */
+static void segment_end(void)
+{
+	if (W.any_samples || W.attached) {
+		struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_DETACH, .samples = W.samples,
+					     .dropped = W.dropped };
+		rec_put_process_end(&W.recs, &e);
+		flush_chunk(CHUNK_LAST);
+	}
+	wbuf_reset(&W.recs);
+}
+
+/* The next stream: this process again, carrying on (one process to a
+ * reader of the file), its threads, code, objects and JIT images written
+ * again, so that a window read alone is complete. */
+static void segment_begin(void)
+{
+	agent.stream = agent_new_stream_id();
+	state_reset();
+	reg_lock();
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		s->announced = 0;
+	reg_unlock();
+	send_window_open();
+	put_process(agent.stream_flags | PROC_CONTINUED);
+}
+
+void writer_window_cut(void)
+{
+	if (!W.any_samples && W.seq == 0) {
+		/* Nothing of this stream is out yet (its first records wait
+		 * in W.recs): only the window file starts over. */
+		send_window_close(0);
+		send_window_open();
+		return;
+	}
+	segment_end();
+	send_window_close(W.any_samples);
+	segment_begin();
+}
+
+void writer_send_begin(void)
+{
+	pthread_mutex_lock(&W.lock);
+	send_arm(1);
+	drain_all();
+	if (writer_has_output()) {
+		/* The file's stream starts over, so the window has all. */
+		segment_end();
+		segment_begin();
+	} else {
+		atomic_store(&agent.has_output, 1);
+		state_reset();
+		send_window_open();
+		put_process(agent.stream_flags);
+	}
+	pthread_mutex_unlock(&W.lock);
+	writer_poke();
+}
+
+void writer_send_end(void)
+{
+	pthread_mutex_lock(&W.lock);
+	drain_all();
+	segment_end();
+	send_window_close(W.any_samples);
+	send_arm(0);
+	if (writer_has_file()) {
+		segment_begin(); /* no window is open: the file's alone */
+	} else {
+		atomic_store(&agent.has_output, 0);
+		state_reset();
+	}
+	pthread_mutex_unlock(&W.lock);
 }
 
 void write_session_end(void)
@@ -207,7 +303,7 @@ static void env_set_output(const char *path)
 int writer_output(char *buf, size_t n)
 {
 	pthread_mutex_lock(&W.lock);
-	int has = writer_has_output();
+	int has = writer_has_output() && writer_has_file();
 	snprintf(buf, n, "%s", has ? agent.cfg.output : "");
 	pthread_mutex_unlock(&W.lock);
 	return has;
@@ -238,13 +334,18 @@ int writer_attach(int fd, const char *path, int create_session, char *err, size_
 		return -1;
 	}
 	pthread_mutex_lock(&W.lock);
-	if (writer_has_output()) {
+	if (writer_has_file()) {
 		snprintf(err, errlen, "busy: already recording to %s", agent.cfg.output[0] ? agent.cfg.output : "a descriptor");
 		pthread_mutex_unlock(&W.lock);
 		return -1;
 	}
-	/* Whatever the rings hold predates this attach: drop it. */
+	/* Whatever the rings hold predates this attach: drop it (or, while
+	 * sending, it ends the window). */
 	drain_all();
+	if (send_active()) {
+		segment_end();
+		send_window_close(W.any_samples);
+	}
 	/* Our own copy, out of the low numbers a program may dup2 onto. */
 	int ofd = fcntl(fd, F_DUPFD_CLOEXEC, 512);
 	if (ofd < 0)
@@ -285,6 +386,7 @@ int writer_attach(int fd, const char *path, int create_session, char *err, size_
 	reg_unlock();
 	atomic_store(&agent.has_output, 1);
 	W.attached = 1;
+	send_window_open();
 	put_process(agent.stream_flags);
 	pthread_mutex_unlock(&W.lock);
 	env_set_output(agent.cfg.output);
@@ -301,14 +403,20 @@ int writer_detach(char *err, size_t errlen)
 	}
 	drain_all();
 	finish_stream(END_DETACH);
-	atomic_store(&agent.has_output, 0);
+	send_window_close(W.any_samples);
 	W.attached = 0;
 	if (W.fd >= 0)
 		close(W.fd);
 	W.fd = -1;
 	W.failed = 0;
 	agent.cfg.output[0] = 0;
-	state_reset();
+	if (send_active()) {
+		/* Sending goes on, in a stream of its own. */
+		segment_begin();
+	} else {
+		atomic_store(&agent.has_output, 0);
+		state_reset();
+	}
 	pthread_mutex_unlock(&W.lock);
 	env_set_output(NULL);
 	return 0;

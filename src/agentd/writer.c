@@ -357,6 +357,9 @@ static void *writer_main(void *arg)
 		drain_all();
 		int on = atomic_load(&agent.sampling);
 		uint64_t now = mono_ns();
+		/* Continuous profiling: the window is over (send.c). */
+		if (send_window_due(now))
+			writer_window_cut();
 		if (W.any_samples &&
 		    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
 		     now - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u || (!on && W.recs.len)))
@@ -413,6 +416,7 @@ int writer_start(void)
 		return -1;
 	state_reset();
 	atomic_store(&agent.has_output, 1);
+	send_window_open();
 	put_process(agent.stream_flags);
 	return start_thread();
 }
@@ -420,7 +424,13 @@ int writer_start(void)
 int writer_start_standby(void)
 {
 	state_reset();
-	atomic_store(&agent.has_output, 0);
+	/* No file, but windows to send (STRATA_SEND, record --send without
+	 * -o): the stream is written all the same. */
+	atomic_store(&agent.has_output, send_active());
+	if (send_active()) {
+		send_window_open();
+		put_process(agent.stream_flags);
+	}
 	return start_thread();
 }
 
@@ -451,5 +461,7 @@ void writer_finish(int reason)
 	pthread_mutex_lock(&W.lock);
 	drain_all();
 	finish_stream(reason);
+	send_window_close(W.any_samples);
 	pthread_mutex_unlock(&W.lock);
+	send_finish();
 }

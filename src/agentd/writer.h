@@ -124,5 +124,13 @@ int open_output(void);
 void flush_chunk(uint16_t flags);
 /* Ends the session of an output the agent created (attach). */
 void write_session_end(void);
+/* The REC_SESSION a file the agent makes begins with (an attach's
+ * output, a window for the sender), as of realtime/mono now. */
+void put_session(struct wbuf *recs, uint64_t realtime_ns, uint64_t mono);
+/* Whether the writer has a file to write (else only windows, or none). */
+int writer_has_file(void);
+/* Continuous profiling: the window is over (W.lock held, rings drained):
+ * the stream ends in every sink and the next one begins. */
+void writer_window_cut(void);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include "common/ctlproto.h"
 #include "cli/attach/attach.h"
 #include "cli/attach/ctlclient.h"
+#include "cli/send/sendcfg.h"
+#include "common/spool.h"
 
 static const char usage_text[] =
 	"usage: strata ctl PID COMMAND\n"
@@ -32,8 +35,65 @@ static const char usage_text[] =
 	"               output until something attaches again\n"
 	"  load         load the agent into a Python process started without it\n"
 	"               (ptrace; docs/attach.md), in standby: sampling off, no output\n"
+	"  send URL [OPTIONS]  send the profile every few seconds, as strata record\n"
+	"               --send does (docs/send.md; the options below), until\n"
+	"  send stop    ends it\n"
 	"\n"
 	"Only the process's own user may control it.\n";
+
+/* `send URL [options]`: a spool directory with the settings, named to
+ * the agent, whose helper starts the sender (docs/send.md). */
+static int ctl_send_cmd(pid_t pid, int argc, char **argv, char *reply, size_t rn, char *err, size_t errlen)
+{
+	struct send_cfg c;
+	send_cfg_init(&c);
+	struct option lo[32];
+	unsigned n = 0;
+	for (unsigned i = 0; i < send_noptdefs; i++)
+		lo[n++] = (struct option){ send_optdefs[i].name, send_optdefs[i].has_arg ? required_argument : no_argument, 0,
+					   SEND_OPT_BASE + (int)i };
+	lo[n] = (struct option){ 0, 0, 0, 0 };
+	/* argv[0] is the URL: options follow it. */
+	if (send_cfg_option(&c, "send", argv[0], err, errlen))
+		return -1;
+	optind = 1;
+	int o;
+	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (o < SEND_OPT_BASE || o >= SEND_OPT_BASE + (int)send_noptdefs) {
+			fputs(send_options_help, stderr);
+			snprintf(err, errlen, "unknown option for send");
+			return -1;
+		}
+		if (send_cfg_option(&c, send_optdefs[o - SEND_OPT_BASE].name, optarg ? optarg : "", err, errlen))
+			return -1;
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected '%s' after send URL", argv[optind]);
+		return -1;
+	}
+	char dir[512], req[1024];
+	if (send_cfg_spool(&c, dir, sizeof(dir), err, errlen))
+		return -1;
+	snprintf(req, sizeof(req), "send\ndir=%s\nevery=%u\nqueue=%u\n", dir, c.every_ms, c.queue);
+	int rc = ctl_call(pid, req, -1, reply, rn, 10000, err, errlen);
+	if (rc) {
+		/* Nobody took it: the directory goes. */
+		char p[1024];
+		snprintf(p, sizeof(p), "%s/%s", dir, SPOOL_CONFIG);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/%s", dir, SPOOL_WRITERS);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/%s", dir, SPOOL_SENDER);
+		unlink(p);
+		rmdir(dir);
+	} else {
+		char disp[4096];
+		send_url_display(c.url, disp, sizeof(disp));
+		printf("strata: process %d: sending its profile to %s every %g s\n", (int)pid, disp, c.every_ms / 1000.0);
+	}
+	send_cfg_free(&c);
+	return rc;
+}
 
 static int parse_pid(const char *s, pid_t *pid)
 {
@@ -63,6 +123,7 @@ int cmd_ctl(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		fputs(usage_text, stdout);
+		fputs(send_options_help, stdout);
 		return 0;
 	}
 	if (argc < 3)
@@ -115,6 +176,18 @@ int cmd_ctl(int argc, char **argv)
 			       file);
 		} else {
 			unlink(file);
+		}
+	} else if (!strcmp(cmd, "send")) {
+		if (argc < 4)
+			die_usage(usage_text);
+		if (!strcmp(argv[3], "stop")) {
+			if (argc != 4)
+				die_usage(usage_text);
+			rc = ctl_call(pid, "send\nstop=1\n", -1, reply, sizeof(reply), 10000, err, sizeof(err));
+			if (rc == 0)
+				printf("strata: process %d: sending stopped\n", (int)pid);
+		} else {
+			rc = ctl_send_cmd(pid, argc - 3, argv + 3, reply, sizeof(reply), err, sizeof(err));
 		}
 	} else {
 		errorf("unknown ctl command '%s'", cmd);

@@ -14,6 +14,7 @@
 
 #include "cli/attach/attach.h"
 #include "builtin.h"
+#include "record.h"
 #include "common/format.h"
 #include "lib/launch.h"
 #include "lib/reader.h"
@@ -67,17 +68,41 @@ static const char usage_text[] =
 	"      --objects-rate BYTES  with --objects: one sample per BYTES allocated on\n"
 	"                       average (default: 524288)\n"
 	"  -q, --quiet          do not print the summary line\n"
-	"  -h, --help           show this help\n";
+	"  -h, --help           show this help\n"
+	"\n"
+	"With --send and no -o, nothing is written to a file: the windows are only sent.\n";
 
 struct summary {
 	uint64_t samples, dropped;
 	unsigned processes, unsupported, refused, threads;
 	char unsupported_versions[256];
+	/* (pid, tid) of the threads counted: with --send a process's stream
+	 * starts over at every window and announces its threads again. */
+	uint64_t *seen;
+	size_t nseen, capseen;
 };
+
+/* Whether thread (pid, tid) is counted already (else it is now). */
+static int thread_seen(struct summary *s, uint32_t pid, uint32_t tid)
+{
+	uint64_t k = (uint64_t)pid << 32 | tid;
+	for (size_t i = 0; i < s->nseen; i++)
+		if (s->seen[i] == k)
+			return 1;
+	if (s->nseen == s->capseen) {
+		size_t cap = s->capseen ? s->capseen * 2 : 64;
+		uint64_t *n = realloc(s->seen, cap * sizeof(*n));
+		if (!n)
+			return 0;
+		s->seen = n;
+		s->capseen = cap;
+	}
+	s->seen[s->nseen++] = k;
+	return 0;
+}
 
 static int count_record(void *ctx, struct reader_stream *st, uint64_t type, struct rbuf *body)
 {
-	(void)st;
 	struct summary *s = ctx;
 	switch (type) {
 	case REC_PROCESS: {
@@ -98,9 +123,15 @@ static int count_record(void *ctx, struct reader_stream *st, uint64_t type, stru
 		}
 		break;
 	}
-	case REC_THREAD:
-		s->threads++;
+	case REC_THREAD: {
+		struct rec_thread t;
+		if (rec_get_thread(body, &t) == 0) {
+			if (!thread_seen(s, st->pid, t.tid))
+				s->threads++;
+			rec_free_thread(&t);
+		}
 		break;
+	}
 	case REC_SAMPLE: {
 		struct rec_sample smp;
 		if (rec_get_sample(body, &smp) == 0)
@@ -191,7 +222,7 @@ int cmd_record(int argc, char **argv)
 	struct launch_opts o = { .output = "strata.out", .mode = MODE_CPU, .rate_hz = 1000, .max_depth = 512 };
 	int quiet = 0, rate_given = 0;
 	const char *format = NULL, *raw = NULL, *output = NULL, *events = NULL, *period = NULL;
-	static const struct option longopts[] = {
+	static const struct option base_opts[] = {
 		{ "output", required_argument, 0, 'o' },
 		{ "format", required_argument, 0, 'f' },
 		{ "raw", required_argument, 0, 'R' },
@@ -210,14 +241,33 @@ int cmd_record(int argc, char **argv)
 		{ "help", no_argument, 0, 'h' },
 		{ "pid", required_argument, 0, 'p' },
 		{ "duration", required_argument, 0, 'd' },
-		{ 0, 0, 0, 0 },
 	};
+	/* And continuous profiling's (--send ...: cli/send/sendcfg.h). */
+	struct option longopts[sizeof(base_opts) / sizeof(base_opts[0]) + 32];
+	size_t nlo = sizeof(base_opts) / sizeof(base_opts[0]);
+	memcpy(longopts, base_opts, sizeof(base_opts));
+	for (unsigned i = 0; i < send_noptdefs; i++)
+		longopts[nlo++] = (struct option){ send_optdefs[i].name,
+						   send_optdefs[i].has_arg ? required_argument : no_argument, 0,
+						   SEND_OPT_BASE + (int)i };
+	longopts[nlo] = (struct option){ 0, 0, 0, 0 };
+	static struct record_send rs;
+	send_cfg_init(&rs.cfg);
+	char serr[1024];
 	int c;
 	unsigned pid = 0;
 	double duration = 0;
 	int set_fixed = 0;
 	/* '+': stop at the first non-option, which begins the command. */
 	while ((c = getopt_long(argc, argv, "+o:F:f:e:c:qhp:d:", longopts, NULL)) != -1) {
+		if (c >= SEND_OPT_BASE && c < SEND_OPT_BASE + (int)send_noptdefs) {
+			if (send_cfg_option(&rs.cfg, send_optdefs[c - SEND_OPT_BASE].name, optarg ? optarg : "", serr,
+					    sizeof(serr))) {
+				errorf("%s", serr);
+				return 2;
+			}
+			continue;
+		}
 		switch (c) {
 		case 'p':
 			if (parse_u32(optarg, 1, 0x7fffffff, &pid)) {
@@ -313,6 +363,8 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
+			fputs("\n", stdout);
+			fputs(send_options_help, stdout);
 			return 0;
 		default:
 			die_usage(usage_text);
@@ -396,9 +448,41 @@ int cmd_record(int argc, char **argv)
 		o.output = output;
 	}
 
+	/* --send: the spool and its sender first; without -o (or -f) the
+	 * windows are the only output. */
+	int sending = rs.cfg.set;
+	rs.quiet = quiet;
+	int no_file = sending && !output && !format;
+	if (sending && record_send_start(&rs, serr, sizeof(serr))) {
+		errorf("%s", serr);
+		if (tmp_raw[0])
+			unlink(tmp_raw);
+		return 2;
+	}
+
 	char err[1024];
 	struct launch l;
 	int st;
+	if (pid && no_file) {
+		static char agent_opts[1024];
+		struct attach_want want;
+		attach_want_from(&want, &o, set_fixed || events, agent_opts, sizeof(agent_opts));
+		char disp[4096];
+		send_url_display(rs.cfg.url, disp, sizeof(disp));
+		if (record_send_pid(&rs, (pid_t)pid, want.options, err, sizeof(err))) {
+			errorf("%s", err);
+			record_send_finish(&rs);
+			return 2;
+		}
+		if (!quiet)
+			fprintf(stderr, "strata: sending process %d's profile to %s every %g s; Ctrl-C to stop\n", (int)pid,
+				disp, rs.cfg.every_ms / 1000.0);
+		wait_attached((pid_t)pid, duration);
+		if (record_send_pid_stop((pid_t)pid, err, sizeof(err)))
+			warnf("%s", err);
+		record_send_finish(&rs);
+		return 0;
+	}
 	if (pid) {
 		struct attach a;
 		/* The sampling settings load the agent, or must match the one
@@ -406,8 +490,11 @@ int cmd_record(int argc, char **argv)
 		static char agent_opts[1024];
 		struct attach_want want;
 		attach_want_from(&want, &o, set_fixed || events, agent_opts, sizeof(agent_opts));
+		if (sending)
+			want.send = rs.keys;
 		if (attach_start(&a, (pid_t)pid, o.output, rate_given ? o.rate_hz : 0, o.paused, 0, &want, err,
 				 sizeof(err))) {
+			record_send_finish(&rs);
 			errorf("%s", err);
 			if (tmp_raw[0])
 				unlink(tmp_raw);
@@ -423,7 +510,22 @@ int cmd_record(int argc, char **argv)
 			warnf("%s", err);
 		l = a.l;
 		st = 0;
+	} else if (no_file) {
+		o.no_output = 1;
+		o.send_options = rs.opts;
+		memset(&l, 0, sizeof(l));
+		int code;
+		if (launch_start(&o, &l, &code, err, sizeof(err))) {
+			errorf("%s", err);
+			record_send_finish(&rs);
+			return code;
+		}
+		st = launch_wait(&l);
+		record_send_finish(&rs);
+		exit_like(st);
 	} else {
+		if (sending)
+			o.send_options = rs.opts;
 		if (profile_create(&o, &l, err, sizeof(err))) {
 			errorf("%s", err);
 			if (tmp_raw[0])
@@ -442,6 +544,8 @@ int cmd_record(int argc, char **argv)
 			warnf("could not append the end of the session to %s", o.output);
 		wait_for_stragglers(l.output_abs, 2000, l.pid);
 	}
+	if (sending)
+		record_send_finish(&rs);
 	struct summary s = { 0 };
 	struct reader *r = reader_open(l.output_abs, err, sizeof(err));
 	if (!r) {

@@ -17,6 +17,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_stack(int argc, char **argv);
+int cmd_send(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 
 /* Conversion, shared by convert and record -f (builtin-convert.c). */

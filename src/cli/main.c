@@ -31,6 +31,7 @@ static const struct {
 	{ "dump", cmd_dump, "list the records of a .strata file (for debugging strata itself)" },
 	{ "top", cmd_top, "live view of a running program's hottest functions and lines" },
 	{ "stack", cmd_stack, "print every thread's Python stack of a running process, now (a stuck process)" },
+	{ "send", cmd_send, "send recorded profiles to an OpenTelemetry Collector (OTLP) or as pprof files" },
 	{ "ctl", cmd_ctl, "turn sampling on and off in a running process, ask its state, dump it" },
 };
 

@@ -3,8 +3,8 @@
  * Google's pprof (`go tool pprof`, `pprof -http`) and of continuous
  * profiling servers (Grafana Pyroscope, Parca, Polar Signals, Datadog).
  *
- * The protobuf wire encoding is written by hand (varints, length-delimited
- * fields; it is small), through zlib's gzip stream. What goes in:
+ * The protobuf wire encoding is written by hand (pb.c: varints,
+ * length-delimited fields; it is small), through zlib's gzip stream. What goes in:
  *
  *   sample_type    one per recorded event, in order: ("samples", "count"),
  *                  then each -e event as (name, "count"), and with
@@ -47,7 +47,7 @@
 
 #include "export.h"
 #include "labels.h"
-#include "lib/intern.h"
+#include "pb.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "dev"
@@ -69,74 +69,6 @@ enum {
 	FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
 	FUNCTION_START_LINE = 5,
 };
-enum { WT_VARINT = 0, WT_LEN = 2 };
-
-/* ---- protobuf encoding ---------------------------------------------------- */
-
-struct pb {
-	uint8_t *d;
-	size_t len, cap;
-	int oom;
-};
-
-static int pb_reserve(struct pb *b, size_t n)
-{
-	if (b->len + n <= b->cap)
-		return 0;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < b->len + n)
-		cap *= 2;
-	uint8_t *d = realloc(b->d, cap);
-	if (!d) {
-		b->oom = 1;
-		return -1;
-	}
-	b->d = d;
-	b->cap = cap;
-	return 0;
-}
-
-static void pb_varint(struct pb *b, uint64_t v)
-{
-	if (pb_reserve(b, 10))
-		return;
-	while (v >= 0x80) {
-		b->d[b->len++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b->d[b->len++] = (uint8_t)v;
-}
-
-static void pb_key(struct pb *b, uint32_t field, uint32_t wt) { pb_varint(b, (uint64_t)field << 3 | wt); }
-
-/* Scalars equal to zero are the proto3 default and are left out. */
-static void pb_uint(struct pb *b, uint32_t field, uint64_t v)
-{
-	if (!v)
-		return;
-	pb_key(b, field, WT_VARINT);
-	pb_varint(b, v);
-}
-
-static void pb_bytes(struct pb *b, uint32_t field, const void *s, size_t n)
-{
-	pb_key(b, field, WT_LEN);
-	pb_varint(b, n);
-	if (n && !pb_reserve(b, n)) {
-		memcpy(b->d + b->len, s, n);
-		b->len += n;
-	}
-}
-
-/* Appends `sub` as an embedded message (field, length, bytes) and empties it. */
-static void pb_msg(struct pb *b, uint32_t field, struct pb *sub)
-{
-	if (sub->oom)
-		b->oom = 1;
-	pb_bytes(b, field, sub->d, sub->len);
-	sub->len = 0;
-}
-
 /* ---- gzip output ------------------------------------------------------------ */
 
 struct gz {
@@ -177,54 +109,6 @@ static int drain(struct gz *g, struct pb *top, int force)
 	int r = gz_write(g, top->d, top->len, 0);
 	top->len = 0;
 	return r;
-}
-
-/* ---- string table ------------------------------------------------------------ */
-
-struct strtab {
-	struct idmap map;
-	const char **s;
-	uint32_t n, cap;
-	int oom;
-};
-
-struct str_key {
-	const struct strtab *t;
-	const char *s;
-};
-
-static int str_eq(const void *ctx, uint32_t id)
-{
-	const struct str_key *k = ctx;
-	return !strcmp(k->t->s[id], k->s);
-}
-
-/* The index of s in the table (added if new). The pointer is kept: every
- * string given must outlive the export. */
-static int64_t str_id(struct strtab *t, const char *s)
-{
-	if (!s)
-		s = "";
-	uint64_t h = hash_bytes(s, strlen(s), 0x7072);
-	struct str_key k = { t, s };
-	uint32_t id = idmap_find(&t->map, h, str_eq, &k);
-	if (id != MAP_NONE)
-		return id;
-	if (t->n == t->cap) {
-		uint32_t cap = t->cap ? t->cap * 2 : 256;
-		const char **ns = realloc(t->s, (size_t)cap * sizeof(*ns));
-		if (!ns) {
-			t->oom = 1;
-			return 0;
-		}
-		t->s = ns;
-		t->cap = cap;
-	}
-	id = t->n;
-	t->s[t->n++] = s;
-	if (idmap_add(&t->map, h, id))
-		t->oom = 1;
-	return id;
 }
 
 /* ---- the export ------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 int export_collapsed(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 int export_callgrind(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 int export_pprof(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
+int export_otlp(const struct profile *, FILE *, const struct export_opts *, char *, size_t);
 
 static const struct exporter collapsed = {
 	"collapsed", ".folded", "folded stacks for flamegraph.pl, inferno, speedscope", 0, export_collapsed, 1,
@@ -24,12 +25,17 @@ static const struct exporter pprof = {
 	"pprof", ".pb.gz", "go tool pprof, Pyroscope, Parca (gzipped profile.proto)", 1, export_pprof,
 };
 
+static const struct exporter otlp = {
+	"otlp", ".otlp", "an OTLP profiles request (protobuf), as strata send posts it", 1, export_otlp,
+};
+
 /* Web and flame graph formats: each file defines its exporter. */
 extern const struct exporter speedscope_exporter, chrome_exporter, gecko_exporter, html_exporter, svg_exporter;
 
 const struct exporter *const exporters[] = {
 	&callgrind,
 	&pprof,
+	&otlp,
 	&collapsed,
 	&speedscope_exporter, &chrome_exporter, &gecko_exporter, &html_exporter, &svg_exporter,
 	NULL,

@@ -104,6 +104,16 @@ static uint32_t domain_type(struct profile *p, uint32_t domain)
 	return *t;
 }
 
+/* An allocation's key: its id within its process. A process's stream
+ * that starts over (continuous profiling cuts one per window; a failed
+ * exec carries on in a new one) keeps the agent's ids, and a block
+ * allocated in one stream may be freed in the next. */
+static uint64_t alloc_key(uint32_t st, uint32_t pr, uint64_t id)
+{
+	uint64_t who = pr != PNONE ? pr : (1u << 23) | st;
+	return who << 40 | (id & ((1ull << 40) - 1));
+}
+
 /* Moves sample i's live values out (freed). */
 static void unlive(struct profile *p, uint64_t i)
 {
@@ -142,7 +152,7 @@ static void on_alloc(struct profile *p, uint32_t st, uint32_t pr, struct rbuf *b
 	v[EV_AO] = (uint64_t)(floor(s->objects_acc) - floor(before));
 	v[EV_AB] = (uint64_t)llround(objs * (double)a.size);
 	int live = !(a.flags & ALLOC_UNTRACKED);
-	uint64_t key = (uint64_t)st << 40 | (a.id & ((1ull << 40) - 1));
+	uint64_t key = alloc_key(st, pr, a.id);
 	if (live && u64map_get(&in->early_free, key) != MAP_NONE)
 		live = 0;
 	v[EV_LO] = live ? v[EV_AO] : 0;
@@ -178,7 +188,7 @@ void objects_on_record(struct profile *p, uint32_t st, uint32_t pr, uint64_t typ
 			in->bad_bodies++;
 			return;
 		}
-		uint32_t i = u64map_get(&in->alloc_map, (uint64_t)st << 40 | (a.id & ((1ull << 40) - 1)));
+		uint32_t i = u64map_get(&in->alloc_map, alloc_key(st, pr, a.id));
 		uint32_t g = u64map_get(&in->type_map, (uint64_t)st << 32 | a.type);
 		if (i != MAP_NONE && g != MAP_NONE && i < p->nsamples)
 			p->samples[i].type = g;
@@ -190,7 +200,7 @@ void objects_on_record(struct profile *p, uint32_t st, uint32_t pr, uint64_t typ
 			in->bad_bodies++;
 			return;
 		}
-		uint64_t key = (uint64_t)st << 40 | (f.id & ((1ull << 40) - 1));
+		uint64_t key = alloc_key(st, pr, f.id);
 		uint32_t i = u64map_get(&in->alloc_map, key);
 		if (i != MAP_NONE && i < p->nsamples)
 			unlive(p, i);

@@ -142,8 +142,10 @@ void launch_agent_options(const struct launch_opts *o, char *opts, size_t n)
 	if (o->objects_rate && ol > 0 && (size_t)ol < n)
 		ol += snprintf(opts + ol, n - (size_t)ol, ",objects=%llu", (unsigned long long)o->objects_rate);
 	if (o->events && *o->events && ol > 0 && (size_t)ol < n)
-		snprintf(opts + ol, n - (size_t)ol, ",events=%s,period=%llu", o->events,
-			 (unsigned long long)o->event_period);
+		ol += snprintf(opts + ol, n - (size_t)ol, ",events=%s,period=%llu", o->events,
+			       (unsigned long long)o->event_period);
+	if (o->send_options && ol > 0 && (size_t)ol < n)
+		snprintf(opts + ol, n - (size_t)ol, "%s", o->send_options);
 }
 
 int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, char *err, size_t errlen)
@@ -162,7 +164,7 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 		snprintf(preload, sizeof(preload), "%s:%s", agent, old);
 	else
 		snprintf(preload, sizeof(preload), "%s", agent);
-	char opts[1024];
+	char opts[2048];
 	launch_agent_options(o, opts, sizeof(opts));
 
 	/* The child reports a failed exec through a close-on-exec pipe: EOF
@@ -182,7 +184,10 @@ int launch_start(const struct launch_opts *o, struct launch *l, int *exit_code, 
 	if (pid == 0) {
 		close(p[0]);
 		setenv("LD_PRELOAD", preload, 1);
-		setenv("STRATA_OUTPUT", l->output_abs, 1);
+		if (o->no_output)
+			setenv("STRATA_AGENT", "1", 1);
+		else
+			setenv("STRATA_OUTPUT", l->output_abs, 1);
 		setenv("STRATA_OPTIONS", opts, 1);
 		/* Numba then emits DWARF line tables for the code it compiles:
 		 * what maps JIT machine code to the @njit source lines. */

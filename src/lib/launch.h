@@ -29,6 +29,8 @@ struct launch_opts {
 	const char *events;
 	uint64_t event_period;
 	uint64_t objects_rate;   /* --objects: mean bytes between allocation samples; 0 = off */
+	const char *send_options; /* --send: ",send=DIR,every=MS,queue=N" for the agent, or NULL */
+	int no_output;           /* --send without a file: the agent in standby, sending only */
 	char **argv;             /* command to run */
 	int argc;
 };

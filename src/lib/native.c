@@ -52,6 +52,8 @@ static struct sym_space *stream_space(struct profile *p, uint32_t st)
 	return s->space;
 }
 
+static void note_module(struct profile *p, const struct rec_module *m);
+
 void native_on_module(struct profile *p, uint32_t st, struct rbuf *body)
 {
 	struct rec_module m;
@@ -62,7 +64,42 @@ void native_on_module(struct profile *p, uint32_t st, struct rbuf *body)
 	struct sym_space *sp = stream_space(p, st);
 	if (sp && sym_space_add(sp, &m))
 		p->in->oom = 1;
+	if (!(m.flags & MOD_UNLOADED) && m.path)
+		note_module(p, &m);
 	rec_free_module(&m);
+}
+
+/* The object's build id, for exporters that carry one (OTLP mappings). */
+static void note_module(struct profile *p, const struct rec_module *m)
+{
+	char hex[2 * 64 + 1] = "";
+	for (size_t i = 0; i < m->build_id_len && i < 64; i++)
+		snprintf(hex + 2 * i, 3, "%02x", m->build_id[i]);
+	for (uint32_t i = 0; i < p->nmodules; i++)
+		if (!strcmp(p->modules[i].path, m->path) && !strcmp(p->modules[i].build_id, hex))
+			return;
+	struct pmodule *nm = realloc(p->modules, (p->nmodules + 1) * sizeof(*nm));
+	if (!nm) {
+		p->in->oom = 1;
+		return;
+	}
+	p->modules = nm;
+	char *path = strdup(m->path), *bid = strdup(hex);
+	if (!path || !bid) {
+		free(path);
+		free(bid);
+		p->in->oom = 1;
+		return;
+	}
+	p->modules[p->nmodules++] = (struct pmodule){ path, bid };
+}
+
+const char *profile_build_id(const struct profile *p, const char *path)
+{
+	for (uint32_t i = 0; path && i < p->nmodules; i++)
+		if (!strcmp(p->modules[i].path, path) && p->modules[i].build_id[0])
+			return p->modules[i].build_id;
+	return NULL;
 }
 
 void native_on_perfmap(struct profile *p, uint32_t st, struct rbuf *body)

@@ -240,6 +240,9 @@ void on_process(struct profile *p, uint32_t st, struct rbuf *body)
 			s->proc = pr;
 			s->clock = r.start_mono_ns;
 			p->procs[pr].ended = 0;
+			/* Its allocations are sampled at the same rate. */
+			if ((r.flags & PROC_OBJECTS) && !(p->procs[pr].flags & PROC_UNSUPPORTED))
+				objects_on_process(p, st, r.objects_rate);
 			rec_free_process(&r);
 			return;
 		}

@@ -587,6 +587,11 @@ void profile_free(struct profile *p)
 		free(p->procs[i].python_version);
 	}
 	free(p->procs);
+	for (uint32_t i = 0; i < p->nmodules; i++) {
+		free(p->modules[i].path);
+		free(p->modules[i].build_id);
+	}
+	free(p->modules);
 	clear_warnings(p);
 	if (in) {
 		native_free(p);

@@ -204,6 +204,15 @@ struct profile {
 		uint64_t samples, failed, truncated, mismatch;
 	} native;
 
+	/* --native: the native objects the recording names (REC_MODULE), one
+	 * per (path, build id): what OTLP's mappings carry. build_id is the
+	 * GNU build id in hex, "" when the object has none. */
+	struct pmodule {
+		char *path;
+		char *build_id;
+	} *modules;
+	uint32_t nmodules;
+
 	/* warnings collected while loading (one line each, no prefix) */
 	char **warnings;
 	uint32_t nwarnings;
@@ -264,6 +273,9 @@ struct ptype_row {
  * there are none). */
 struct agg_filter;
 struct ptype_row *profile_types(const struct profile *p, const struct agg_filter *f, uint32_t *n);
+
+/* The build id (hex) recorded for the native object at `path`, or NULL. */
+const char *profile_build_id(const struct profile *p, const char *path);
 
 /* Frames of the stack ending at `node`, root first. Returns the depth; at
  * most `max` are stored. */

@@ -72,6 +72,16 @@ struct agent_config {
 	int objects;                 /* --objects: sample allocations (objects.c) */
 	uint64_t objects_rate;       /* mean bytes between allocation samples */
 	char output[4096];
+	/* Continuous profiling (docs/send.md): every send_every_ms the
+	 * helper ends the stream's window and leaves it in the spool
+	 * directory send_dir for the sender (`strata send --spool`); it
+	 * keeps at most send_queue windows there. Empty: not sending. Set
+	 * by `strata record --send` (STRATA_OPTIONS), by the helper itself
+	 * (STRATA_SEND, `strata ctl PID send`); a fork child inherits it and
+	 * sends through its parent's sender. */
+	char send_dir[512];
+	unsigned send_every_ms;
+	unsigned send_queue;
 };
 
 /* One registered thread, in the shared region. Made by the thread itself
@@ -115,6 +125,11 @@ struct tslot {
 
 	/* handler state */
 	volatile sig_atomic_t in_handler;
+	/* In our SIGPROF handler (every signal of the program blocked), and
+	 * the mask of the code it interrupted: what the thread blocks as far
+	 * as a signal sent to the process is concerned (handoff.c). */
+	volatile sig_atomic_t in_prof;
+	volatile uint64_t prof_mask;
 	sigjmp_buf guard_jb;
 	volatile sig_atomic_t guard_on;
 	void *tstate;                /* last PyThreadState seen (wall sampler reads it) */
@@ -224,6 +239,14 @@ struct agent_state {
 	struct tslot *sampler_slot;
 	/* Samples and drops of threads already retired (status totals). */
 	_Atomic uint64_t retired_samples, retired_dropped;
+	/* Program signals sent to the process that a sampled thread found
+	 * pending as its handler ended, and left to the leader (handoff.c):
+	 * waits, their total and longest time, and those that ran out of
+	 * time (the thread then took the signal). Status totals. */
+	_Atomic uint64_t handoff_waits, handoff_ns, handoff_max_ns, handoff_timeouts;
+	/* ... and those another thread took all the same (the kernel passes
+	 * a pending one on as our handler starts), passed on to the leader. */
+	_Atomic uint64_t handoff_reroutes;
 
 	/* Whether the module may read this interpreter (enum layout_state):
 	 * LAYOUT_PENDING while a module built for another patch release of
@@ -346,8 +369,29 @@ int signals_install(void);
 int signals_guard_check(void);
 void signals_retake_prof(void);
 int signals_app_handles(int sig);
+/* Of the signals `sigs` (bit sig-1), the program's own that run a handler
+ * of the program; *interrupting: those of them without SA_RESTART.
+ * Async-signal-safe. */
+uint64_t signals_handled(uint64_t sigs, uint64_t *interrupting);
+/* Every signal but the synchronous ones (faults): the mask of our SIGPROF
+ * handler. */
+void signals_all_but_faults(sigset_t *set);
 extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 void signals_resolve(void);
+
+/* handoff.c: of the program signals `sigs` (bit sig-1) pending for the
+ * calling thread at the end of its sample, leaves those sent to the
+ * process to the leader when the leader can take them, waiting (bounded)
+ * until it has; returns those still pending, for this thread to take.
+ * Async-signal-safe; called only with every program signal blocked. */
+uint64_t handoff_settle(uint64_t sigs);
+/* For the program's handler of sig (signals.c, on_program): 1 if the
+ * signal this thread got was sent to the process and the leader can take
+ * it, and it was passed on to the leader; the leader's copy then comes
+ * with a siginfo of ours, for which handoff_original returns the
+ * original (in buf), or si as it is. Async-signal-safe. */
+int handoff_reroute(int sig, const siginfo_t *si);
+siginfo_t *handoff_original(int sig, siginfo_t *si, siginfo_t *buf);
 
 /* sampler.c */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);

@@ -284,8 +284,12 @@ def need_tool(name, how):
     return path
 
 
-def func_row(report, name):
-    rows = [f for f in report["functions"] if f["name"] == name]
+def func_row(report, name, file=None):
+    """The report's row of function `name` (the first, by self); with `file`,
+    of the one whose file ends with it: a name the program shares with the
+    standard library's start-up (`main`: site.main, sampled while Python
+    starts) may otherwise be the other one's."""
+    rows = [f for f in report["functions"] if f["name"] == name and (file is None or f["file"].endswith(file))]
     assert rows, "function %s not in profile: %s" % (name, [f["name"] for f in report["functions"][:30]])
     return rows[0]
 

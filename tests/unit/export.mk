@@ -20,3 +20,9 @@ unit: $(BUILD)/tests/synthprof
 
 # The functional export tests run synthprof: keep it current for `make func`.
 func: $(BUILD)/tests/synthprof
+
+# Continuous profiling's settings and the OTLP encoder (test_send.c): the
+# settings are the CLI's (src/cli/send/sendcfg.c), compiled in.
+test_send_EXTRA = src/cli/send/sendcfg.c $(if $(findstring $(ASAN_DIR)/,$@),$(ASAN_EXPORT_OBJ),$(UNIT_EXPORT_OBJ))
+$(UNIT_DIR)/test_send: $(UNIT_EXPORT_OBJ) tests/unit/synthmodel.h src/cli/send/sendcfg.c src/cli/send/sendcfg.h
+$(ASAN_DIR)/test_send: $(ASAN_EXPORT_OBJ) tests/unit/synthmodel.h src/cli/send/sendcfg.c src/cli/send/sendcfg.h

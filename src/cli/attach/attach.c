@@ -277,8 +277,9 @@ int attach_start(struct attach *a, pid_t pid, const char *path, unsigned rate, i
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
-	char req[4400];
-	int w = snprintf(req, sizeof(req), "attach\npath=%s\npaused=%d\n", a->l.output_abs, paused);
+	char req[5200];
+	int w = snprintf(req, sizeof(req), "attach\npath=%s\npaused=%d\n%s", a->l.output_abs, paused,
+			 want && want->send ? want->send : "");
 	if (rate)
 		snprintf(req + w, sizeof(req) - (size_t)w, "rate=%u\n", rate);
 	int rc = ctl_call(pid, req, fd, reply, sizeof(reply), 10000, err, errlen);

@@ -31,6 +31,7 @@ struct attach_want {
 	const char *events;    /* '+'-joined names; NULL or "": sampling by time */
 	int jit_lines;         /* the process must have NUMBA_DEBUGINFO set (Numba's line tables) */
 	unsigned long long objects; /* --objects: its rate in bytes; 0: allocations not sampled */
+	const char *send;      /* --send: the attach also sends, these request lines (send=DIR, every=, queue=) */
 };
 
 /* The settings of o asked of the agent: its options string (written into

@@ -10,12 +10,20 @@
  *     (futex, poll, select, epoll, read, nanosleep ... the list below), or
  *     it was stopped while running code that is neither the C library nor
  *     the loader (the interpreter, an extension, JIT code);
- *   - and nothing on its stack (every word from its stack pointer up,
- *     to 1 MiB) is an address inside the loader or inside one of the C
+ *   - and none of its frames is inside the loader or inside one of the C
  *     library's functions that hold such locks (the allocator, dlopen and
  *     friends, fork, exit, the stdio reads that hold a FILE lock while they
- *     block). A stale word can only make this refuse a thread, never
- *     accept one.
+ *     block). The frames are the thread's real call chain, unwound with
+ *     the objects' DWARF CFI (stack-native.c, as `strata stack --native`):
+ *     the stack also holds words that are not frames (a return address a
+ *     finished call left in a slot a later frame reserved but never
+ *     wrote, the auxiliary vector, pointers into a library's data), and
+ *     such a stale word must not refuse a thread forever (issue 21). Where
+ *     the walk cannot go on (code with no CFI: JIT code, hand-written
+ *     assembly; a rule it cannot evaluate; a corrupt stack), every word of
+ *     the part of the stack it did not account for, from that frame up, is
+ *     taken as a possible frame, as before: that part can only make a
+ *     thread be refused, and the message says so.
  * Other threads are let go before the call: a lock one of them holds is
  * released as it runs, and the call waits like any caller.
  *
@@ -52,6 +60,7 @@
 #include "ptstop.h"
 #include "pyproc.h"
 #include "rexec.h"
+#include "stack-native.h"
 
 /* How long a 3.14+ process has to run bytecode and take the PEP 768
  * request before ptrace is tried instead. */
@@ -71,26 +80,61 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 }
 #else
 
-#define STACK_SCAN (1u << 20)
+#define STACK_READ (8u << 20)  /* stack copied per thread and check, at most */
 #define STACK_SAVE (256u << 10)
+#define MAX_STEPS 65536          /* frames walked per thread */
 #define MAX_RANGES 128
 
 struct range {
 	uint64_t lo, hi;
 };
 
+/* Why a thread is not at a safe point; formatted only for the message. */
+enum verdict_kind {
+	V_SAFE,
+	V_SIGNAL,     /* stopped by job control or receiving a signal */
+	V_SYSCALL,    /* in a system call that may hold a lock (pc: where) */
+	V_RESTART,    /* in a relative sleep (pc: where) */
+	V_RUNNING,    /* running inside the C library or the loader (pc) */
+	V_NOSTACK,    /* its stack pointer is in no mapping */
+	V_SMALL,      /* too little stack left below its stack pointer */
+	V_UNREADABLE, /* its stack could not be read */
+	V_FRAME,      /* a frame (pc, exact or a return address) inside a lock holder; caller: the frame it returns to */
+	V_WORD,       /* the walk stopped at pc (stop: why); a word above it (word) points into a lock holder */
+};
+
+struct verdict {
+	int kind;
+	pid_t tid;
+	long nr;            /* V_SYSCALL: the system call */
+	uint64_t pc;        /* V_FRAME: the frame; V_WORD: where the walk stopped; else the thread's pc */
+	int exact;          /* pc is not a return address */
+	uint64_t caller;    /* V_FRAME: the frame's caller (0: none known) */
+	const char *holder; /* V_FRAME, V_WORD: the C library's function it is in, or NULL (the loader) */
+	uint64_t word;      /* V_WORD: the word */
+	int stop;           /* V_WORD: SN_* */
+};
+
 struct inj {
 	struct pyproc p;
 	uint64_t dlopen_fn, dlerror_fn, errno_fn;
 	struct range forbid[MAX_RANGES]; /* return addresses that mean "holds a loader or allocator lock" */
+	const char *forbid_name[MAX_RANGES]; /* the C library's function, or NULL (the loader) */
 	int nforbid;
+	char libc[4096];                  /* the C library's path */
 	struct range noip[16];            /* code a stopped thread must not be running */
 	int nnoip;
 	const char *options;              /* strata_agent_load's options */
+	struct stack_native *sn;          /* the process's objects and their CFI, for the walks */
+	struct snstep *steps;             /* MAX_STEPS */
+	uint64_t *stack;                  /* STACK_READ */
 };
 
 /* Blocking waits for something outside: a thread in one of these holds no
- * lock of the allocator or the loader (checked on its stack as well). */
+ * lock of the allocator or the loader (checked on its frames as well).
+ * And sched_yield, which waits for nothing: a spin-wait's yield (OpenBLAS's
+ * threads, and a NumPy program's main thread waiting for them, spend their
+ * time there), as safe as the code around it, whose frames are checked. */
 static int waiting_syscall(long nr)
 {
 	switch (nr) {
@@ -113,6 +157,7 @@ static int waiting_syscall(long nr)
 	case SYS_epoll_pwait:
 	case SYS_accept4:
 	case 441: /* epoll_pwait2 */
+	case SYS_sched_yield:
 		return 1;
 	}
 	return 0;
@@ -176,6 +221,15 @@ static int in_ranges(const struct range *r, int n, uint64_t a)
 	return 0;
 }
 
+/* Index of the forbidden range holding a, or -1. */
+static int forbidden(const struct inj *in, uint64_t a)
+{
+	for (int i = 0; i < in->nforbid; i++)
+		if (a >= in->forbid[i].lo && a < in->forbid[i].hi)
+			return i;
+	return -1;
+}
+
 /* Where the functions the call needs are, and what a safe point must not
  * be inside. */
 static int prepare(struct inj *in, char *err, size_t errlen)
@@ -210,35 +264,53 @@ static int prepare(struct inj *in, char *err, size_t errlen)
 	for (int i = 0; lock_holders[i] && in->nforbid < MAX_RANGES; i++) {
 		uint64_t size = 0;
 		a = elf_symbol(sm.libc_file, lock_holders[i], &size);
-		if (a)
+		if (a) {
+			in->forbid_name[in->nforbid] = lock_holders[i];
 			in->forbid[in->nforbid++] = (struct range){ a + bias, a + bias + (size ? size : 1) };
+		}
 	}
+	snprintf(in->libc, sizeof(in->libc), "%s", sm.libc);
 	return 0;
 }
 
-/* Whether thread t, stopped, is at a safe point; *why gets the reason if
- * not (for the message when none is found). */
-static int safe_point(struct inj *in, struct ptthread *t, const char **why)
+/* The first word of w[0..n) that points into a lock holder (its range in
+ * *k), or 0. */
+static uint64_t forbidden_word(struct inj *in, const uint64_t *w, size_t n, int *k)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((*k = forbidden(in, w[i])) >= 0)
+			return w[i];
+	return 0;
+}
+
+/* Whether thread t, stopped, is at a safe point; if not, *v says why
+ * (for the message when none is found). */
+static int safe_point(struct inj *in, struct ptthread *t, struct verdict *v)
 {
 	const struct user_regs_struct *r = &t->regs;
+	memset(v, 0, sizeof(*v));
+	v->tid = t->tid;
+	v->pc = r->rip;
+	v->exact = 1;
 	if (!t->stopped || !t->have_regs || t->group_stop || t->pending_sig) {
-		*why = "stopped by job control or receiving a signal";
+		v->kind = V_SIGNAL;
 		return 0;
 	}
 	long nr = (long)r->orig_rax, ret = (long)r->rax;
 	if (nr >= 0) {
 		if (!waiting_syscall(nr)) {
-			*why = "in a system call that may hold a lock";
+			v->kind = V_SYSCALL;
+			v->nr = nr;
 			return 0;
 		}
 		/* A relative sleep restarts through the thread's restart block,
 		 * which a call of ours could overwrite. */
 		if (ret == -516 /* ERESTART_RESTARTBLOCK */) {
-			*why = "in a relative sleep";
+			v->kind = V_RESTART;
 			return 0;
 		}
 	} else if (in_ranges(in->noip, in->nnoip, r->rip)) {
-		*why = "running inside the C library or the loader";
+		v->kind = V_RUNNING;
 		return 0;
 	}
 	struct scan_maps sm;
@@ -246,33 +318,197 @@ static int safe_point(struct inj *in, struct ptthread *t, const char **why)
 	sm.stack_rsp = r->rsp;
 	pyproc_maps(in->p.pid, find_stack, &sm);
 	if (!sm.found_stack) {
-		*why = "its stack pointer is not in a mapping";
+		v->kind = V_NOSTACK;
 		return 0;
 	}
 	/* Room for the loader below the stack pointer (the main stack grows). */
 	if (r->rsp - sm.stack.start < STACK_SAVE && strcmp(sm.stack.path, "[stack]")) {
-		*why = "too little stack left";
+		v->kind = V_SMALL;
 		return 0;
 	}
+	/* The stack in use, copied once: the walk and the fallback read it. */
 	uint64_t lo = r->rsp & ~(uint64_t)7, hi = sm.stack.end;
-	if (hi - lo > STACK_SCAN)
-		hi = lo + STACK_SCAN;
+	if (hi - lo > STACK_READ)
+		hi = lo + STACK_READ;
 	size_t n = (size_t)(hi - lo);
-	uint64_t *w = malloc(n);
-	if (!w || pyproc_read(&in->p, w, lo, n)) {
-		free(w);
-		*why = "its stack could not be read";
+	if (pyproc_read(&in->p, in->stack, lo, n)) {
+		v->kind = V_UNREADABLE;
 		return 0;
 	}
-	int bad = 0;
-	for (size_t i = 0; i < n / 8 && !bad; i++)
-		bad = in_ranges(in->forbid, in->nforbid, w[i]);
-	free(w);
-	if (bad) {
-		*why = "inside the allocator, the loader or stdio";
-		return 0;
+	stack_native_set_stack(in->sn, lo, in->stack, n);
+	int stop = SN_MAX;
+	int ns = stack_native_walk(in->sn, r, in->steps, MAX_STEPS, &stop);
+	stack_native_set_stack(in->sn, 0, NULL, 0);
+	/* The real frames: the leaf's pc, and each caller's return address
+	 * (pc - 1 is its call instruction, which may be the last byte of a
+	 * function whose next one starts at pc). */
+	for (int i = 0; i < ns; i++) {
+		uint64_t pc = in->steps[i].pc;
+		int k = forbidden(in, in->steps[i].exact ? pc : pc - 1);
+		if (k >= 0) {
+			v->kind = V_FRAME;
+			v->holder = in->forbid_name[k];
+			v->pc = pc;
+			v->exact = in->steps[i].exact;
+			v->caller = i + 1 < ns ? in->steps[i + 1].pc : 0;
+			return 0;
+		}
+	}
+	/* The part of the stack the walk could not account for: any word
+	 * there may be a frame's return address. */
+	if (stop != SN_COMPLETE && ns > 0) {
+		uint64_t from = in->steps[ns - 1].sp & ~(uint64_t)7;
+		if (from < lo || from >= hi) {
+			/* On another stack than the one copied (the walk left a
+			 * signal handler's alternate stack): that one, from
+			 * there up. */
+			memset(&sm, 0, sizeof(sm));
+			sm.stack_rsp = from;
+			pyproc_maps(in->p.pid, find_stack, &sm);
+			lo = from;
+			hi = sm.found_stack ? sm.stack.end : from;
+			if (hi - lo > STACK_READ)
+				hi = lo + STACK_READ;
+			if (hi <= lo || pyproc_read(&in->p, in->stack, lo, (size_t)(hi - lo))) {
+				v->kind = V_UNREADABLE;
+				return 0;
+			}
+		}
+		int k = -1;
+		uint64_t w = forbidden_word(in, in->stack + (from - lo) / 8, (size_t)(hi - from) / 8, &k);
+		if (w) {
+			v->kind = V_WORD;
+			v->holder = in->forbid_name[k];
+			v->pc = in->steps[ns - 1].pc;
+			v->exact = in->steps[ns - 1].exact;
+			v->stop = stop;
+			v->word = w;
+			return 0;
+		}
 	}
 	return 1;
+}
+
+/* "malloc (libc.so.6)", "libfoo.so+0x1234", "0x7f..." for pc. */
+static void name_pc(struct inj *in, uint64_t pc, int call, char *out, size_t n)
+{
+	const char *fn = NULL, *mod = NULL;
+	stack_native_name(in->sn, pc, call, &fn, &mod);
+	if (fn && mod)
+		snprintf(out, n, "%s (%s)", fn, base_name(mod));
+	else if (fn)
+		snprintf(out, n, "%s", fn);
+	else if (mod)
+		snprintf(out, n, "%s at %#llx", base_name(mod), (unsigned long long)pc);
+	else
+		snprintf(out, n, "%#llx (in no object file)", (unsigned long long)pc);
+}
+
+static const char *syscall_name(long nr)
+{
+	switch (nr) {
+	case SYS_flock: return "flock";
+	case SYS_fcntl: return "fcntl";
+	case SYS_write: return "write";
+	case SYS_openat: return "openat";
+	case SYS_open: return "open";
+	case SYS_close: return "close";
+	case SYS_mmap: return "mmap";
+	case SYS_munmap: return "munmap";
+	case SYS_msync: return "msync";
+	case SYS_fsync: return "fsync";
+	case SYS_brk: return "brk";
+	case SYS_mprotect: return "mprotect";
+	case SYS_madvise: return "madvise";
+	case SYS_connect: return "connect";
+	case SYS_sendto: return "sendto";
+	case SYS_sendmsg: return "sendmsg";
+	case SYS_waitid: return "waitid";
+	case SYS_ioctl: return "ioctl";
+	}
+	return NULL;
+}
+
+/* The verdict as a phrase ("thread 1234 is inside malloc (libc.so.6), ...")
+ * and what to try, for the message. */
+static void describe(struct inj *in, const struct verdict *v, char *out, size_t n, char *hint, size_t hn)
+{
+	char a[256], b[256];
+	name_pc(in, v->pc, !v->exact, a, sizeof(a));
+	snprintf(hint, hn, "try again");
+	switch (v->kind) {
+	case V_SIGNAL:
+		snprintf(out, n, "thread %d is stopped by job control or receiving a signal", (int)v->tid);
+		break;
+	case V_SYSCALL: {
+		const char *sc = syscall_name(v->nr);
+		char nm[32];
+		if (!sc) {
+			snprintf(nm, sizeof(nm), "number %ld", v->nr);
+			sc = nm;
+		}
+		snprintf(out, n, "thread %d is in the system call %s, at %s: one strata does not borrow a thread in "
+			 "(it may hold a lock)", (int)v->tid, sc, a);
+		snprintf(hint, hn, "try again once it has returned");
+		break;
+	}
+	case V_RESTART:
+		snprintf(out, n, "thread %d is in a relative sleep (in %s), whose restart a call could overwrite",
+			 (int)v->tid, a);
+		snprintf(hint, hn, "try again once it has woken");
+		break;
+	case V_RUNNING:
+		snprintf(out, n, "thread %d is running inside %s", (int)v->tid, a);
+		break;
+	case V_NOSTACK:
+		snprintf(out, n, "thread %d's stack pointer is in no mapping", (int)v->tid);
+		break;
+	case V_SMALL:
+		snprintf(out, n, "thread %d has too little stack left for the load", (int)v->tid);
+		break;
+	case V_UNREADABLE:
+		snprintf(out, n, "thread %d's stack could not be read", (int)v->tid);
+		break;
+	case V_FRAME:
+		if (v->holder)
+			snprintf(a, sizeof(a), "%s (%.200s)", v->holder, base_name(in->libc));
+		if (v->caller) {
+			name_pc(in, v->caller, 1, b, sizeof(b));
+			snprintf(out, n, "thread %d is inside %s, called from %s", (int)v->tid, a, b);
+		} else {
+			snprintf(out, n, "thread %d is inside %s", (int)v->tid, a);
+		}
+		snprintf(hint, hn, "try again; if it stays there, it may be stuck holding that lock (strata stack "
+			 "--native %d shows where)", (int)in->p.pid);
+		break;
+	case V_WORD: {
+		static const char *const why[] = {
+			[SN_NO_CFI] = "no unwind information", [SN_UNREADABLE] = "a saved register could not be read",
+			[SN_UNSUPPORTED] = "an unwind rule strata cannot evaluate",
+			[SN_NOT_OUTWARD] = "a bad unwind rule or a corrupt stack",
+			[SN_DEFERRED] = "its unwind table was not read yet", [SN_MAX] = "too many frames",
+		};
+		if (v->holder)
+			snprintf(b, sizeof(b), "%s (%.200s)", v->holder, base_name(in->libc));
+		else
+			name_pc(in, v->word, 1, b, sizeof(b));
+		snprintf(out, n, "thread %d's stack could not be unwound past %s (%s), and a word above it points into "
+			 "%s, which may be a frame holding a lock", (int)v->tid, a,
+			 v->stop > 0 && v->stop <= SN_MAX ? why[v->stop] : "?", b);
+		snprintf(hint, hn, "try again when the thread is elsewhere (in Python code, or waiting)");
+		break;
+	}
+	default:
+		snprintf(out, n, "thread %d", (int)v->tid);
+	}
+}
+
+static void inj_free(struct inj *in)
+{
+	stack_native_free(in->sn);
+	free(in->steps);
+	free(in->stack);
+	pyproc_close(&in->p);
 }
 
 static double ms_since(uint64_t t0) { return (double)(ptstop_now_ns() - t0) / 1e6; }
@@ -516,6 +752,23 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 		pyproc_close(&in.p);
 		return -1;
 	}
+	/* The objects' unwind tables are compiled when a walk first needs
+	 * them (the few objects on the stacks, not every one mapped), but for
+	 * those on every Python thread's stack: now, not while it is paused. */
+	in.sn = stack_native_open(&in.p, 0);
+	if (in.sn) {
+		stack_native_compile(in.sn, in.p.exe);
+		stack_native_compile(in.sn, in.p.pyobj);
+		stack_native_compile(in.sn, in.libc);
+		stack_native_defer(in.sn, 1);
+	}
+	in.steps = malloc(MAX_STEPS * sizeof(*in.steps));
+	in.stack = malloc(STACK_READ);
+	if (!in.sn || !in.steps || !in.stack) {
+		snprintf(err, errlen, "out of memory");
+		inj_free(&in);
+		return -1;
+	}
 	/* The call must not be cut short: between its start and the
 	 * registers put back, the thread returns to address 0 and only we
 	 * can take that fault. Terminal signals wait until it is over. */
@@ -528,7 +781,10 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 	sigaddset(&block, SIGTSTP);
 	sigprocmask(SIG_BLOCK, &block, &old);
 	uint64_t t0 = ptstop_now_ns();
-	const char *why = "no thread could be paused";
+	/* What the last pause saw: the main thread's verdict (else the first
+	 * thread's), and how many other threads were not at a safe point. */
+	struct verdict last = { .kind = -1 };
+	int others = 0;
 	int rc = -1, tries = 0;
 	for (;;) {
 		struct ptstop ps;
@@ -538,10 +794,18 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 		ptstop_regs(&ps);
 		/* The main thread first: most often the one waiting. */
 		struct ptthread *pick = NULL;
+		int nseen = 0;
 		for (int pass = 0; pass < 2 && !pick; pass++)
-			for (int i = 0; i < ps.n && !pick; i++)
-				if ((pass == 0) == (ps.t[i].tid == pid) && safe_point(&in, &ps.t[i], &why))
+			for (int i = 0; i < ps.n && !pick; i++) {
+				if ((pass == 0) != (ps.t[i].tid == pid))
+					continue;
+				struct verdict v;
+				if (safe_point(&in, &ps.t[i], &v))
 					pick = &ps.t[i];
+				else if (!nseen++)
+					last = v;
+			}
+		others = nseen - 1;
 		if (pick) {
 			struct ptthread chosen = *pick;
 			pick->seized = 0; /* kept: not let go with the others */
@@ -555,18 +819,32 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 			break;
 		}
 		ptstop_release(&ps);
+		/* A walk stopped at an object whose unwind table was not
+		 * compiled yet: compiled now, the process running, and checked
+		 * again at once. */
+		if (stack_native_compile_wanted(in.sn) && ms_since(t0) <= timeout_ms)
+			continue;
 		if (ms_since(t0) > timeout_ms) {
+			char what[1024], hint[256] = "try again";
+			if (last.kind >= 0)
+				describe(&in, &last, what, sizeof(what), hint, sizeof(hint));
+			else
+				snprintf(what, sizeof(what), "no thread could be paused");
+			char more[64] = "";
+			if (others > 0)
+				snprintf(more, sizeof(more), " (and %d other thread%s not at one either)", others,
+					 others > 1 ? "s" : "");
 			snprintf(err, errlen,
-				 "no thread of process %d reached a safe point to load the agent in %.1f s (%d tries; "
-				 "last seen: %s); nothing was changed in it, try again",
-				 (int)pid, timeout_ms / 1000.0, tries, why);
+				 "no thread of process %d reached a safe point to load the agent in %.1f s (%d tries); "
+				 "last seen: %s%s; nothing was changed in it: %s",
+				 (int)pid, timeout_ms / 1000.0, tries, what, more, hint);
 			break;
 		}
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	pyproc_close(&in.p);
+	inj_free(&in);
 	return rc;
 }
 #endif

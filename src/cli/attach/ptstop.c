@@ -14,6 +14,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
+/* How long more a runnable thread that has not stopped is waited for. */
+#define STARVED_MS 10000
+
 uint64_t ptstop_now_ns(void)
 {
 	struct timespec ts;
@@ -65,6 +68,22 @@ struct ptthread *ptstop_find(struct ptstop *s, pid_t tid)
 		if (s->t[i].tid == tid)
 			return &s->t[i];
 	return NULL;
+}
+
+/* Whether thread tid of pid is runnable (state R: running, or waiting
+ * for a CPU), as /proc says. */
+static int runnable(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
+	return p && p[1] == ' ' && p[2] == 'R';
 }
 
 /* Takes one stop report of t: 1 if t is now held, 0 if it is gone. */
@@ -167,6 +186,13 @@ int ptstop_all(struct ptstop *s, pid_t pid, int timeout_ms, char *err, size_t er
 				continue;
 			int st;
 			if (ptstop_wait(t, timeout_ms, &st) == 0)
+				take_stop(t, st);
+			/* A thread that is runnable but has not stopped is
+			 * waiting for a CPU (a loaded machine: 1.9 s was seen
+			 * with two busy loops on two cores): it stops as soon
+			 * as it runs. Only one in uninterruptible sleep (disk,
+			 * NFS) is left running. */
+			else if (!t->gone && runnable(pid, t->tid) && ptstop_wait(t, STARVED_MS, &st) == 0)
 				take_stop(t, st);
 		}
 	}

@@ -10,7 +10,8 @@
  * Ctrl-Z) while held stays stopped. Threads created while the process is
  * being stopped are found by reading /proc/PID/task again until no new
  * one appears. A thread that does not stop within the time allowed (in
- * uninterruptible sleep: disk, NFS) is left running and marked.
+ * uninterruptible sleep: disk, NFS) is left running and marked; one that
+ * is runnable (waiting for a CPU on a loaded machine) is waited for longer.
  */
 #ifndef STRATA_PTSTOP_H
 #define STRATA_PTSTOP_H

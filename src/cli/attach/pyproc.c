@@ -254,11 +254,17 @@ int pyproc_object(pid_t pid, const char *suffix, char *path, size_t n, char *fil
 	struct obj_find o = { suffix, path, n, 0, 0, 0 };
 	if (pyproc_maps(pid, match_obj, &o) || !o.found)
 		return -1;
+	return pyproc_object_at(pid, path, o.start, o.off, file, fn, bias);
+}
+
+int pyproc_object_at(pid_t pid, const char *path, uint64_t start, uint64_t off, char *file, size_t fn,
+		     uint64_t *bias)
+{
 	/* The file as the target sees it: through its root (containers). */
 	snprintf(file, fn, "/proc/%d/root%s", (int)pid, path);
 	if (access(file, R_OK) != 0)
 		snprintf(file, fn, "%s", path);
-	return elf_bias(file, o.start, o.off, bias);
+	return elf_bias(file, start, off, bias);
 }
 
 

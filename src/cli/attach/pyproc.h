@@ -63,6 +63,11 @@ int pyproc_maps(pid_t pid, int (*fn)(const struct pmap *m, void *data), void *da
  * here: through /proc/PID/root) and the load bias; 0, or -1 if none. */
 int pyproc_object(pid_t pid, const char *suffix, char *path, size_t n, char *file, size_t fn, uint64_t *bias);
 
+/* The same for the object at `path` whose first mapping (as the maps list
+ * it) starts at `start` with file offset `off`: no new read of the maps. */
+int pyproc_object_at(pid_t pid, const char *path, uint64_t start, uint64_t off, char *file, size_t fn,
+		     uint64_t *bias);
+
 
 /* The text of one line ("Uid:", "State:") of /proc/PID/status after the
  * key, or "" . */

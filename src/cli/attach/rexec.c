@@ -13,6 +13,7 @@
  */
 #include "rexec.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,8 +26,51 @@
 #include "ptstop.h"
 
 #define SCRIPT_WAIT_TAKEN_MS 10000
+/* A process none of whose threads ran at all for this long (all blocked:
+ * reading, waiting) cannot take the request until something wakes it:
+ * ptrace is tried then instead of waiting out the timeout. */
+#define ALL_BLOCKED_MS 300
 
 static double ms_since(uint64_t t0) { return (double)(ptstop_now_ns() - t0) / 1e6; }
+
+/* How much the threads of pid have run: the sum of their run times
+ * (schedstat, ns), or of their context switches where the kernel keeps no
+ * schedstat. Grows whenever any thread runs. */
+static uint64_t activity(pid_t pid)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	uint64_t sum = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		char buf[2048];
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", (int)pid, e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			sum += strtoull(buf, NULL, 10);
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)pid, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		for (char *l = strstr(buf, "ctxt_switches:"); l; l = strstr(l + 1, "ctxt_switches:"))
+			sum += strtoull(l + 14, NULL, 10);
+	}
+	closedir(d);
+	return sum;
+}
 
 static void sleep_ms(int ms)
 {
@@ -266,9 +310,21 @@ int rexec_agent(struct pyproc *p, const char *agent, const char *options, int ti
 	}
 	uint64_t t0 = ptstop_now_ns();
 	char out[1200];
-	int got = 0;
-	while (!(got = result(&f, out, sizeof(out))) && ms_since(t0) < timeout_ms && access(f.taken, F_OK) != 0)
+	int got = 0, blocked = 0, polls = 0;
+	uint64_t act = activity(p->pid), act_ns = t0;
+	while (!(got = result(&f, out, sizeof(out))) && ms_since(t0) < timeout_ms && access(f.taken, F_OK) != 0) {
 		sleep_ms(5);
+		if (++polls % 10)
+			continue;
+		uint64_t a = activity(p->pid);
+		if (a != act) {
+			act = a;
+			act_ns = ptstop_now_ns();
+		} else if (ms_since(act_ns) >= ALL_BLOCKED_MS) {
+			blocked = 1;
+			break;
+		}
+	}
 	if (!got && access(f.taken, F_OK) != 0) {
 		/* Not taken yet: withdrawn, unless it is taken meanwhile. */
 		if (ptstop_all(&ps, p->pid, 500, e2, sizeof(e2)) == 0) {
@@ -278,8 +334,12 @@ int rexec_agent(struct pyproc *p, const char *agent, const char *options, int ti
 				pyproc_write(p, rx.pending_call, &pending, sizeof(pending));
 				ptstop_release(&ps);
 				cleanup(&f);
-				snprintf(err, errlen, "no thread ran Python bytecode within %.1f s (stuck in C, or blocked)",
-					 timeout_ms / 1000.0);
+				if (blocked)
+					snprintf(err, errlen, "no thread ran Python bytecode within %.1f s (all its threads "
+						 "were blocked)", ms_since(t0) / 1000.0);
+				else
+					snprintf(err, errlen, "no thread ran Python bytecode within %.1f s (stuck in C, "
+						 "or blocked)", timeout_ms / 1000.0);
 				return 1;
 			}
 			ptstop_release(&ps);

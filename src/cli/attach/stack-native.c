@@ -22,6 +22,7 @@ struct nmod {
 	char file[4400];
 	int tried;
 	int have;
+	int wanted;             /* a walk needed it while compiling was deferred */
 	struct cfi_table t;
 };
 
@@ -31,6 +32,12 @@ struct stack_native {
 	int n;
 	struct symbolizer *sy;
 	struct sym_space *sp;
+	char first_path[4096];  /* while reading the maps: the object of the last mapping, */
+	uint64_t first_start, first_off; /* and where its first mapping starts */
+	int defer;              /* walks do not compile tables: they mark them wanted */
+	const uint8_t *stk;     /* a copy of stack memory reads are served from (stack_native_set_stack) */
+	uint64_t stk_lo;
+	size_t stk_n;
 };
 
 static const struct cfi_table *mod_cfi(struct nmod *m);
@@ -63,6 +70,11 @@ static size_t file_build_id(const char *file, uint8_t *out, size_t max)
 static int add_map(const struct pmap *pm, void *data)
 {
 	struct stack_native *sn = data;
+	if (strcmp(pm->path, sn->first_path)) {
+		snprintf(sn->first_path, sizeof(sn->first_path), "%s", pm->path);
+		sn->first_start = pm->start;
+		sn->first_off = pm->off;
+	}
 	if (pm->perms[2] != 'x' || pm->path[0] != '/' || sn->n >= MAX_MODS)
 		return 0;
 	struct nmod *m = &sn->m[sn->n];
@@ -71,10 +83,11 @@ static int add_map(const struct pmap *pm, void *data)
 	m->end = pm->end;
 	m->off = pm->off;
 	snprintf(m->path, sizeof(m->path), "%s", pm->path);
-	/* The bias from the mapping of file offset 0, as pyproc_object. */
-	char p2[4096], f2[4400];
+	/* The bias from the object's first mapping (file offset 0), as
+	 * pyproc_object finds it, without reading the maps again. */
+	char f2[4400];
 	uint64_t bias;
-	if (pyproc_object(sn->p->pid, pm->path, p2, sizeof(p2), f2, sizeof(f2), &bias))
+	if (pyproc_object_at(sn->p->pid, pm->path, sn->first_start, sn->first_off, f2, sizeof(f2), &bias))
 		return 0;
 	m->bias = bias;
 	snprintf(m->file, sizeof(m->file), "%s", f2);
@@ -87,7 +100,9 @@ static int add_map(const struct pmap *pm, void *data)
 	return 0;
 }
 
-struct stack_native *stack_native_new(struct pyproc *p)
+struct stack_native *stack_native_new(struct pyproc *p) { return stack_native_open(p, 1); }
+
+struct stack_native *stack_native_open(struct pyproc *p, int precompile)
 {
 	struct stack_native *sn = calloc(1, sizeof(*sn));
 	if (!sn)
@@ -102,7 +117,7 @@ struct stack_native *stack_native_new(struct pyproc *p)
 	}
 	pyproc_maps(p->pid, add_map, sn);
 	/* Compiled now, before the process is paused, not during the pause. */
-	for (int i = 0; i < sn->n; i++)
+	for (int i = 0; precompile && i < sn->n; i++)
 		mod_cfi(&sn->m[i]);
 	return sn;
 }
@@ -146,10 +161,45 @@ static const struct cfi_table *mod_cfi(struct nmod *m)
 	return m->have ? &m->t : NULL;
 }
 
-static int rd64(struct stack_native *sn, uint64_t a, uint64_t *v) { return pyproc_read(sn->p, v, a, 8); }
+void stack_native_compile(struct stack_native *sn, const char *path)
+{
+	for (int i = 0; i < sn->n; i++)
+		if (!strcmp(sn->m[i].path, path))
+			mod_cfi(&sn->m[i]);
+}
 
-int stack_native_unwind(struct stack_native *sn, const struct user_regs_struct *r, uint64_t *pcs, int max,
-			int *complete)
+void stack_native_defer(struct stack_native *sn, int defer) { sn->defer = defer; }
+
+int stack_native_compile_wanted(struct stack_native *sn)
+{
+	int k = 0;
+	for (int i = 0; i < sn->n; i++)
+		if (sn->m[i].wanted) {
+			sn->m[i].wanted = 0;
+			mod_cfi(&sn->m[i]);
+			k++;
+		}
+	return k;
+}
+
+static int rd64(struct stack_native *sn, uint64_t a, uint64_t *v)
+{
+	if (sn->stk && a >= sn->stk_lo && a - sn->stk_lo <= sn->stk_n - 8 && sn->stk_n >= 8) {
+		memcpy(v, sn->stk + (a - sn->stk_lo), 8);
+		return 0;
+	}
+	return pyproc_read(sn->p, v, a, 8);
+}
+
+void stack_native_set_stack(struct stack_native *sn, uint64_t lo, const void *buf, size_t n)
+{
+	sn->stk = buf;
+	sn->stk_lo = lo;
+	sn->stk_n = buf ? n : 0;
+}
+
+int stack_native_walk(struct stack_native *sn, const struct user_regs_struct *r, struct snstep *out, int max,
+		      int *stop)
 {
 	uint64_t reg[CFI_NREGS];
 	memset(reg, 0, sizeof(reg));
@@ -170,21 +220,29 @@ int stack_native_unwind(struct stack_native *sn, const struct user_regs_struct *
 	reg[14] = r->r14;
 	reg[15] = r->r15;
 	reg[DW_RA] = r->rip;
-	*complete = 0;
+	*stop = SN_MAX;
 	int n = 0, exact = 1; /* the first pc (and one after a signal frame) is not a return address */
 	while (n < max) {
 		uint64_t pc = reg[DW_RA];
 		if (!pc) {
-			*complete = 1;
+			*stop = SN_COMPLETE;
 			break;
 		}
-		pcs[n++] = pc;
+		out[n].pc = pc;
+		out[n].sp = reg[DW_RSP];
+		out[n].exact = exact;
+		n++;
 		struct nmod *m = mod_at(sn, pc);
-		const struct cfi_table *t = m ? mod_cfi(m) : NULL;
+		if (m && !m->tried && sn->defer)
+			m->wanted = 1;
+		const struct cfi_table *t = m && (m->tried || !sn->defer) ? mod_cfi(m) : NULL;
 		const struct cfi_rules *ru = t ? cfi_lookup(t, exact ? pc : pc - 1) : NULL;
-		if (!ru)
+		if (!ru) {
+			*stop = m && m->wanted ? SN_DEFERRED : SN_NO_CFI;
 			break;
+		}
 		uint64_t cfa;
+		*stop = SN_UNREADABLE;
 		switch (ru->cfa.kind) {
 		case CFA_REG:
 			cfa = reg[ru->cfa.reg] + (uint64_t)(int64_t)ru->cfa.off;
@@ -197,6 +255,7 @@ int stack_native_unwind(struct stack_native *sn, const struct user_regs_struct *
 			cfa = reg[DW_RSP] + 8 + ((pc & 15) >= (uint64_t)ru->cfa.off ? 8 : 0);
 			break;
 		default:
+			*stop = SN_UNSUPPORTED;
 			return n;
 		}
 		uint64_t nreg[CFI_NREGS];
@@ -224,22 +283,48 @@ int stack_native_unwind(struct stack_native *sn, const struct user_regs_struct *
 				nreg[i] = reg[c->reg];
 				break;
 			default:
-				if (i == DW_RA)
+				if (i == DW_RA) {
+					*stop = SN_UNSUPPORTED;
 					return n;
+				}
 				nreg[i] = 0;
 			}
 		}
+		*stop = SN_MAX;
 		if (ru->r[DW_RA].kind == REG_UNDEF) {
-			*complete = 1;
+			*stop = SN_COMPLETE;
 			break;
 		}
 		nreg[DW_RSP] = cfa;
 		exact = ru->cfa.signal_frame;
-		if (nreg[DW_RSP] <= reg[DW_RSP] && !exact)
-			break; /* not going outward: a bad rule or a corrupt stack */
+		if (nreg[DW_RSP] <= reg[DW_RSP] && !exact) {
+			*stop = SN_NOT_OUTWARD; /* a bad rule or a corrupt stack */
+			break;
+		}
 		memcpy(reg, nreg, sizeof(reg));
 	}
 	return n;
+}
+
+int stack_native_unwind(struct stack_native *sn, const struct user_regs_struct *r, uint64_t *pcs, int max,
+			int *complete)
+{
+	struct snstep *st = max > 0 ? malloc((size_t)max * sizeof(*st)) : NULL;
+	int stop = SN_MAX, n = st ? stack_native_walk(sn, r, st, max, &stop) : 0;
+	for (int i = 0; i < n; i++)
+		pcs[i] = st[i].pc;
+	free(st);
+	*complete = stop == SN_COMPLETE;
+	return n;
+}
+
+void stack_native_name(struct stack_native *sn, uint64_t pc, int call, const char **name, const char **module)
+{
+	struct sym_info si;
+	memset(&si, 0, sizeof(si));
+	sym_lookup(sn->sp, pc, call, &si);
+	*name = si.name;
+	*module = si.module;
 }
 
 int stack_native_merge(struct stack_native *sn, const uint64_t *pcs, int npcs, int complete,
