@@ -61,8 +61,9 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
-# Continuous profiling's sender (strata send): OTLP over HTTP(S).
-CLI_LIBS  += -lcurl
+# Continuous profiling's sender (strata send) posts OTLP with the system's
+# libcurl, loaded when it starts (src/cli/send/http.c says why): its header
+# only, here.
 # The agent links nothing beyond the C library: it is loaded into every
 # program profiled, where a library of ours (in the wheel, a vendored copy
 # under another name) would sit in the program's global symbol scope ahead

@@ -7,7 +7,8 @@
 #   scripts/builddeps.sh [PYTHON...]
 #
 # Checks the C compiler ($CC, default cc), make, the headers and libraries
-# the CLI, the agent and its helper are built with, and for each PYTHON
+# the CLI, the agent and its helper are built with (libcurl's header only:
+# strata send loads the system's libcurl when it runs), and for each PYTHON
 # named, its internal headers (the per-version module is compiled against
 # them). Exit status 0, or 1 after one line on stderr:
 #   strata: cannot build: missing zstd.h, capstone/capstone.h: install
@@ -49,6 +50,7 @@ if [ -z "$what" ]; then
 		elfutils/debuginfod.h libdebuginfod-dev elfutils-debuginfod-client-devel
 		capstone/capstone.h libcapstone-dev capstone-devel
 		curses.h libncurses-dev ncurses-devel
+		curl/curl.h libcurl4-openssl-dev libcurl-devel
 	EOF
 	# Libraries: the headers can be there without the link-time library
 	# (the -dev split differs between distributions).
