@@ -11,6 +11,10 @@
 #   make check-versions   every CPython 3.8-3.15 present, checked (docs/versions.md)
 #   make check-sid        CPython 3.14 and 3.15 in a Debian sid root (scripts/sidroot.sh):
 #                         build-sid/, the functional suite and CPython's own tests under both
+#   make wheel            the one wheel (dist/strata_profiler-*-py3-none-manylinux_*.whl):
+#                         CLI, agent, helper, a module per CPython 3.8-3.15 (docs/install.md)
+#   make check-wheel      that wheel installed and used in a fresh venv of every Python
+#                         here and in minimal Debian 12 and 13 roots (tests/wheel/matrix.py)
 #
 # Layout of the build: build/bin/strata, build/lib/strata/libstrata-agent.so
 # and build/lib/strata/strata-py-X.Y.Z.so (found by the CLI relative to
@@ -58,12 +62,21 @@ CLI_LIBS  += -lz
 CLI_LIBS  += -lcapstone
 # strata top's full-screen view.
 CLI_LIBS  += -lncursesw -ltinfo
-# Continuous profiling's sender (strata send): OTLP over HTTP(S).
-CLI_LIBS  += -lcurl
-AGENT_LIBS = -lzstd -ldl -lpthread -lrt -lm
-# The helper derives unwind rules for JIT code without CFI with capstone,
-# which it loads with dlopen when it needs it (src/agentd/cfi-synth.c).
-AGENTD_LIBS = $(AGENT_LIBS)
+# Continuous profiling's sender (strata send) posts OTLP with the system's
+# libcurl, loaded when it starts (src/cli/send/http.c says why): its header
+# only, here.
+# The agent links nothing beyond the C library: it is loaded into every
+# program profiled, where a library of ours (in the wheel, a vendored copy
+# under another name) would sit in the program's global symbol scope ahead
+# of the program's own copy of it. Its objects are built with a section per
+# function so that the link drops what it does not call (format.c's zstd
+# compression is the helper's), and make wheel checks that it stays so.
+AGENT_LIBS = -ldl -lpthread -lrt -lm
+AGENT_LDFLAGS = -Wl,--gc-sections -Wl,--as-needed
+# The helper compresses the stream (zstd). It derives unwind rules for JIT
+# code without CFI with capstone, which it loads with dlopen when it needs it
+# (src/agentd/cfi-synth.c), through libstrata-capstone.so beside it.
+AGENTD_LIBS = -lzstd $(AGENT_LIBS)
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
@@ -92,12 +105,14 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests
+.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests \
+	wheel check-wheel
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
 PYPKG_SRC = $(wildcard python/strata/*.py)
 PYPKG     = $(patsubst python/%,$(LIBDIR)/python/%,$(PYPKG_SRC))
-all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(LIBDIR)/strata-agentd $(PY_MODULES) $(PYPKG)
+all: $(BIN)/strata $(LIBDIR)/libstrata-agent.so $(LIBDIR)/strata-agentd $(LIBDIR)/libstrata-capstone.so \
+	$(PY_MODULES) $(PYPKG)
 
 $(LIBDIR)/python/strata/%.py: python/strata/%.py
 	@mkdir -p $(dir $@)
@@ -109,7 +124,8 @@ $(OBJ)/cli/%.o: src/%.c
 
 $(OBJ)/agent/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec -c $< -o $@
+	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		-ffunction-sections -fdata-sections -c $< -o $@
 
 $(BIN)/strata: $(CLI_OBJ)
 	@mkdir -p $(dir $@)
@@ -117,11 +133,17 @@ $(BIN)/strata: $(CLI_OBJ)
 
 $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now -o $@ $^ $(AGENT_LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now $(AGENT_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
 $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENTD_LIBS)
+
+# Nothing but a dependency on capstone: the helper dlopens it and finds
+# capstone's functions through it (src/agentd/cfi-synth.c says why).
+$(LIBDIR)/libstrata-capstone.so:
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ -x c /dev/null -x none -Wl,--no-as-needed -lcapstone
 
 # The module resolves CPython's symbols from the process it is loaded into.
 PYMOD_SRC = $(wildcard src/py/*.c)
@@ -129,14 +151,14 @@ PYMOD_DEP = $(PYMOD_SRC) $(wildcard src/py/*.h) src/common/format.h
 $(LIBDIR)/strata-py-%.so: $(PYMOD_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden \
-		-I$(PY_INC_$*) -shared -o $@ $(PYMOD_SRC)
+		-I$(PY_INC_$*) $(PY_CFLAGS_$*) -shared -o $@ $(PYMOD_SRC)
 
 # The same source as a reader of another process's interpreter (pyapi.h):
 # -z defs proves it refers to no symbol of CPython, so it loads anywhere.
 $(LIBDIR)/strata-pyreader-%.so: $(PYMOD_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -Wno-shadow $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -DSTRATA_REMOTE \
-		-I$(PY_INC_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread
+		-I$(PY_INC_$*) $(PY_CFLAGS_$*) -shared -Wl,-z,defs -o $@ $(PYMOD_SRC) -lpthread
 
 -include $(CLI_OBJ:.o=.d) $(AGENT_OBJ:.o=.d) $(AGENTD_OBJ:.o=.d)
 
@@ -157,7 +179,10 @@ check: deps
 	$(MAKE) asan
 	$(MAKE) fuzz-check
 	$(MAKE) func
-	$(MAKE) -j2 --output-sync=target cpython-tests sid-or-skip
+	@# The sid root first, once (check-wheel builds from its headers and
+	@# runs in it; made by one, neither waits for the other to finish).
+	@scripts/sidroot.sh ensure >/dev/null || true
+	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel
 
 func: all check-pythons
 	scripts/run-func-tests.sh
@@ -191,8 +216,8 @@ check-sid:
 	scripts/sidroot.sh regrtests
 
 # make check runs these two side by side (both mostly wait: regrtest's
-# timeouts, the root's processes), each one's output printed whole when it
-# ends. What check-sid runs, and make check with it: the tests run once per interpreter (debian-3.14,
+# timeouts, the root's processes), with check-wheel, each one's output
+# printed whole when it ends. What check-sid runs, and make check with it: the tests run once per interpreter (debian-3.14,
 # debian-3.15), then CPython's own regression tests under strata on both
 # (cpu mode: `scripts/sidroot.sh regrtests`); a machine that cannot have
 # the root (no archive, not root) is a skip, said in one line by sidroot.sh. --native and Numba run
@@ -214,6 +239,17 @@ sid-or-skip:
 # present; tests/cpython/run_regrtests.py says what runs and why.
 cpython-tests: all
 	tests/cpython/run_regrtests.py
+
+# The wheel: pip wheel over build-aux/strata_build.py, objects in
+# build/wheel/, output in dist/ (docs/install.md).
+wheel:
+	scripts/wheel.sh
+
+# make check builds it once (what this machine has: --partial) and tests it
+# everywhere it should install (tests/wheel/matrix.py says where).
+check-wheel:
+	scripts/wheel.sh --partial
+	tests/wheel/matrix.py
 
 demo:
 	scripts/deps.sh demo

@@ -3,13 +3,21 @@
 # strata builds one agent module per supported interpreter, from its own
 # headers, and `make check` fails for one it could not build.
 #
-#   scripts/pythons.sh [PYTHON...]
+#   scripts/pythons.sh [PYTHON | INCLUDE_DIR ...]
 #
 # Without arguments: Debian's /usr/bin/python3 and every pyenv interpreter
-# (under `pyenv root`, or ~/.pyenv). For each version that runs:
+# (under `pyenv root`, or ~/.pyenv). An INCLUDE_DIR (a directory holding
+# patchlevel.h, such as ROOT/usr/include/python3.14) stands for an
+# interpreter that cannot run here, one in another root (the wheel's 3.14
+# and 3.15 come from the sid root's headers, built with this machine's
+# compiler and C library so that they load wherever the rest does): its
+# version is read from patchlevel.h, and the directory above it is searched
+# after the system's own for what its headers include from there (Debian's
+# multiarch pyconfig.h). For each version that runs (or is read):
 #   PY_EXE_<ver>, PY_MINOR_<ver>   always
 #   PY_INC_<ver>                   its headers, when the internal ones are there
 #   PY_NOHEADERS_<ver>             else where they were looked for
+#   PY_CFLAGS_<ver>                for an INCLUDE_DIR: -idirafter DIR/..
 # and PY_VERSIONS (every version that runs, first interpreter of a version
 # wins), PY_BROKEN (interpreters that do not run). Which minor versions are
 # supported is the Makefile's business (SUPPORTED_MINORS).
@@ -26,16 +34,47 @@ fi
 
 versions=""
 broken=""
-for py in "$@"; do
-	# Python 2 runs this too, so that it is reported, not taken for broken.
-	info=$("$py" -c 'import sys, sysconfig
+# headers_info DIR: what the interpreter would print below, from its headers.
+headers_info() {
+	d=$1
+	pl=$d/patchlevel.h
+	[ -f "$pl" ] || return 1
+	num() { sed -n "s/^#define[ 	]*$1[ 	]*\([0-9]*\).*/\1/p" "$pl" | head -n 1; }
+	maj=$(num PY_MAJOR_VERSION) min=$(num PY_MINOR_VERSION) mic=$(num PY_MICRO_VERSION)
+	[ -n "$maj" ] && [ -n "$min" ] && [ -n "$mic" ] || return 1
+	nogil=-
+	for c in "$d/pyconfig.h" "$d/../x86_64-linux-gnu/python$maj.$min/pyconfig.h"; do
+		[ -f "$c" ] && grep -q '^#define Py_GIL_DISABLED 1' "$c" && nogil=t
+	done
+	echo "$maj.$min.$mic $maj.$min $nogil $d"
+}
+
+# interp_info PY: the interpreter's version, minor, free-threaded flag and
+# include directory. Python 2 runs this too, so that it is reported, not
+# taken for broken.
+interp_info() {
+	"$1" -c 'import sys, sysconfig
 v = sys.version_info
 nogil = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "-"
-sys.stdout.write("%d.%d.%d %d.%d %s %s\n" % (v[0], v[1], v[2], v[0], v[1], nogil, sysconfig.get_paths()["include"]))' 2>/dev/null) || {
-		echo "pythons.sh: $py does not run" >&2
-		broken="$broken $py"
-		continue
-	}
+sys.stdout.write("%d.%d.%d %d.%d %s %s\n" % (v[0], v[1], v[2], v[0], v[1], nogil, sysconfig.get_paths()["include"]))' 2>/dev/null
+}
+
+for py in "$@"; do
+	cflags=""
+	if [ -d "$py" ]; then
+		info=$(headers_info "$py") || {
+			echo "pythons.sh: $py has no patchlevel.h with a version: not a Python include directory" >&2
+			broken="$broken $py"
+			continue
+		}
+		cflags="-idirafter $(cd "$py/.." && pwd)"
+	else
+		info=$(interp_info "$py") || {
+			echo "pythons.sh: $py does not run" >&2
+			broken="$broken $py"
+			continue
+		}
+	fi
 	ver=${info%% *}
 	rest=${info#* }
 	minor=${rest%% *}
@@ -52,6 +91,7 @@ sys.stdout.write("%d.%d.%d %d.%d %s %s\n" % (v[0], v[1], v[2], v[0], v[1], nogil
 	versions="$versions $ver"
 	echo "PY_EXE_$ver := $py"
 	echo "PY_MINOR_$ver := $minor"
+	[ -n "$cflags" ] && echo "PY_CFLAGS_$ver := $cflags"
 	if [ -f "$inc/internal/pycore_pystate.h" ]; then
 		echo "PY_INC_$ver := $inc"
 	else

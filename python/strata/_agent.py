@@ -25,16 +25,25 @@ class AgentError(RuntimeError):
     """The agent refused a command, or could not be found or started."""
 
 
+def packaged_cli():
+    """The strata executable inside this package (the wheel), or None."""
+    cand = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "strata")
+    return cand if os.access(cand, os.X_OK) else None
+
+
 def agent_dir():
     """The directory holding libstrata-agent.so and the per-version builds."""
     env = os.environ.get("STRATA_AGENT_DIR")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    # Installed (and build tree): <prefix>/lib/strata/python/strata/
-    cand = os.path.normpath(os.path.join(here, "..", ".."))
-    if os.path.exists(os.path.join(cand, "libstrata-agent.so")):
-        return cand
+    # The wheel: <site-packages>/strata/lib/strata/, beside bin/strata
+    # (the same layout as an installed prefix, so the CLI finds it too).
+    # Installed with make install (and the build tree):
+    # <prefix>/lib/strata/python/strata/.
+    for cand in (os.path.join(here, "lib", "strata"), os.path.normpath(os.path.join(here, "..", ".."))):
+        if os.path.exists(os.path.join(cand, "libstrata-agent.so")):
+            return cand
     cli = strata_cli(required=False)
     if cli:
         cand = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(cli)), "..", "lib", "strata"))
@@ -44,10 +53,14 @@ def agent_dir():
 
 
 def strata_cli(required=True):
-    """The `strata` executable: STRATA_CLI, next to this package, or on PATH."""
+    """The `strata` executable: STRATA_CLI, inside or next to this package,
+    or on PATH."""
     env = os.environ.get("STRATA_CLI")
     if env:
         return env
+    cand = packaged_cli()
+    if cand:
+        return cand
     here = os.path.dirname(os.path.abspath(__file__))
     # <prefix>/lib/strata/python/strata -> <prefix>/bin/strata
     cand = os.path.normpath(os.path.join(here, "..", "..", "..", "..", "bin", "strata"))

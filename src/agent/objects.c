@@ -460,9 +460,11 @@ static unsigned lc_mask(const struct dl_phdr_info *info, void *arg)
 }
 
 /* Calls to each of them, never made: they give the agent the JUMP_SLOTs
- * that lc_setup reads (bound at load: linked -z now). */
+ * that lc_setup reads (bound at load: linked -z now). `retain` keeps the
+ * function through the link's --gc-sections too, which `used` alone does
+ * not: no call reaches it. */
 static void *volatile lc_sink;
-__attribute__((used, noinline)) static void lc_refs(void)
+__attribute__((used, retain, noinline)) static void lc_refs(void)
 {
 	void *p;
 	lc_sink = malloc(1);

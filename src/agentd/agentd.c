@@ -46,6 +46,7 @@
 #include "common/procstat.h"
 #include "shm/agent.h"
 #include "agentd.h"
+#include "cfi-synth.h"
 #include "shm/link.h"
 #include "remote.h"
 #include "shm/shm.h"
@@ -472,6 +473,7 @@ int main(int argc, char **argv)
 	D.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	dbg("started for process %d", (int)pid);
 
+	cfisynth_set_libdir(agent.agent_dir);
 	agentd_reader = load_reader();
 	if (!agentd_reader) {
 		atomic_store(&agent.sampling, 0);

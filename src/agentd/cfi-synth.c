@@ -10,13 +10,19 @@
  *
  * capstone is loaded with dlopen on first use, not linked: its 77,000
  * relocations cost every helper about a millisecond at start, and only a
- * profile with --native of JIT code without CFI needs it.
+ * profile with --native of JIT code without CFI needs it. It is reached
+ * through libstrata-capstone.so beside the agent, a library with nothing
+ * in it but its dependency on the capstone strata was built with: in the
+ * wheel that dependency is auditwheel's vendored copy (renamed, so no
+ * dlopen by soname finds it), and dlsym through the handle searches it.
+ * The soname itself is the fallback (the unit tests, a tree without it).
  */
 #include "cfi-synth.h"
 
 #include <capstone/capstone.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,10 +42,23 @@ static struct {
 	int ok;
 } CS;
 static pthread_once_t cs_once = PTHREAD_ONCE_INIT;
+static char cs_dir[4096];
+
+void cfisynth_set_libdir(const char *dir)
+{
+	snprintf(cs_dir, sizeof(cs_dir), "%s", dir ? dir : "");
+}
 
 static void cs_load(void)
 {
-	void *l = dlopen("libcapstone.so." CS_STR(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
+	void *l = NULL;
+	if (cs_dir[0]) {
+		char path[sizeof(cs_dir) + 32];
+		snprintf(path, sizeof(path), "%s/libstrata-capstone.so", cs_dir);
+		l = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!l)
+		l = dlopen("libcapstone.so." CS_STR(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
 	if (!l)
 		return;
 	*(void **)&CS.open = dlsym(l, "cs_open");

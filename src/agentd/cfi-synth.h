@@ -54,6 +54,10 @@ struct cfisynth_stats {
 	uint32_t why[CFISYNTH_NWHY];
 };
 
+/* Where libstrata-capstone.so is (the agent's directory); without it the
+ * disassembler is looked up by its soname. Call before cfisynth_build. */
+void cfisynth_set_libdir(const char *dir);
+
 /* Derives the rules of each function of funcs[0..n) (sorted by start,
  * disjoint) from code[0..len), the bytes at address base, into *out (an
  * array of *nout entries, malloc'ed, each entry's arrays too; free with

@@ -88,6 +88,25 @@ int chunk_header_parse(const uint8_t *p, struct chunk_header *h)
 	return FMT_OK;
 }
 
+/* Writes the header of the chunk whose payload is already at start + the
+ * header's size, and ends the chunk there. */
+static void chunk_finish(struct wbuf *out, size_t start, size_t raw_len, size_t stored, uint16_t codec,
+			 uint64_t stream, uint32_t seq, uint16_t flags)
+{
+	uint8_t *payload = out->data + start + STRATA_CHUNK_HDR_SIZE;
+	struct chunk_header h = {
+		.stream = stream,
+		.seq = seq,
+		.codec = codec,
+		.flags = flags,
+		.raw_size = (uint32_t)raw_len,
+		.stored_size = (uint32_t)stored,
+		.payload_crc = crc32c(0, payload, stored),
+	};
+	chunk_header_pack(out->data + start, &h);
+	out->len = start + STRATA_CHUNK_HDR_SIZE + stored;
+}
+
 int chunk_seal(struct wbuf *out, const void *raw, size_t raw_len, uint64_t stream, uint32_t seq,
 	       uint16_t flags, int level)
 {
@@ -106,17 +125,20 @@ int chunk_seal(struct wbuf *out, const void *raw, size_t raw_len, uint64_t strea
 		stored = raw_len;
 		codec = CODEC_NONE;
 	}
-	struct chunk_header h = {
-		.stream = stream,
-		.seq = seq,
-		.codec = codec,
-		.flags = flags,
-		.raw_size = (uint32_t)raw_len,
-		.stored_size = (uint32_t)stored,
-		.payload_crc = crc32c(0, payload, stored),
-	};
-	chunk_header_pack(out->data + start, &h);
-	out->len = start + STRATA_CHUNK_HDR_SIZE + stored;
+	chunk_finish(out, start, raw_len, stored, codec, stream, seq, flags);
+	return 0;
+}
+
+int chunk_seal_stored(struct wbuf *out, const void *raw, size_t raw_len, uint64_t stream, uint32_t seq,
+		      uint16_t flags)
+{
+	if (raw_len > STRATA_CHUNK_MAX_RAW)
+		return -1;
+	size_t start = out->len;
+	if (wbuf_reserve(out, STRATA_CHUNK_HDR_SIZE + raw_len))
+		return -1;
+	memcpy(out->data + start + STRATA_CHUNK_HDR_SIZE, raw, raw_len);
+	chunk_finish(out, start, raw_len, raw_len, CODEC_NONE, stream, seq, flags);
 	return 0;
 }
 

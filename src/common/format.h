@@ -64,6 +64,11 @@ int chunk_header_parse(const uint8_t *p, struct chunk_header *h); /* checks magi
  * level: zstd level (1..19). Returns 0 or -1 on OOM / compression failure. */
 int chunk_seal(struct wbuf *out, const void *raw, size_t raw_len, uint64_t stream, uint32_t seq,
 	       uint16_t flags, int level);
+/* The same chunk with its payload stored uncompressed: what the agent in the
+ * profiled process writes (it links no compressor, so that no copy of
+ * libzstd of ours sits in the program's symbol scope; see the Makefile). */
+int chunk_seal_stored(struct wbuf *out, const void *raw, size_t raw_len, uint64_t stream, uint32_t seq,
+		      uint16_t flags);
 /* Verifies and decompresses a chunk's payload into `out` (reset first).
  * Returns 0 or a negative FMT_E* code. */
 int chunk_open(const struct chunk_header *h, const uint8_t *stored, struct wbuf *out);

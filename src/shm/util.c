@@ -146,7 +146,7 @@ void agent_note_unprofiled(const char *output, pid_t pid, pid_t ppid, const char
 	}
 	struct rec_process_end e = { .end_mono_ns = mono_ns(), .reason = END_EXIT };
 	rec_put_process_end(&recs, &e);
-	if (!recs.oom && chunk_seal(&chunk, recs.data, recs.len, agent_new_stream_id(), 0, CHUNK_LAST, 3) == 0) {
+	if (!recs.oom && chunk_seal_stored(&chunk, recs.data, recs.len, agent_new_stream_id(), 0, CHUNK_LAST) == 0) {
 		ssize_t w = write(fd, chunk.data, chunk.len);
 		(void)w;
 	}

@@ -3,7 +3,14 @@
  * system's CA store or --send-ca, headers, gzip, a timeout per request,
  * proxies from the usual variables (http_proxy, https_proxy, no_proxy:
  * libcurl reads them), one connection kept between requests.
+ *
+ * libcurl is the system's (libcurl.so.4), loaded when the first sender
+ * starts, not linked: linked, the wheel (docs/install.md) would carry it
+ * and the thirty libraries it brings (two TLS stacks, Kerberos, LDAP,
+ * SASL, ...), whose configuration (CA store, crypto policies) is the
+ * system's anyway; and every strata command would load them to run.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +19,54 @@
 #include <zlib.h>
 
 #include "sender.h"
+
+/* The libcurl functions used: the ABI of libcurl.so.4, stable since 7.16. */
+static struct {
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_perform)(CURL *);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	const char *(*easy_strerror)(CURLcode);
+	void (*easy_cleanup)(CURL *);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+} C;
+
+/* Loads libcurl and starts it, once; -1 with err set if it cannot be. */
+static int curl_load(char *err, size_t errlen)
+{
+	static int state; /* 0 not tried, 1 ready, -1 failed */
+	static char why[512];
+	if (!state) {
+		void *l = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+		state = -1;
+		if (!l) {
+			snprintf(why, sizeof(why), "sending needs libcurl (libcurl.so.4), which is not installed: "
+				 "install libcurl4 (Debian, Ubuntu) or libcurl (Fedora)");
+		} else {
+			*(void **)&C.global_init = dlsym(l, "curl_global_init");
+			*(void **)&C.easy_init = dlsym(l, "curl_easy_init");
+			*(void **)&C.easy_setopt = dlsym(l, "curl_easy_setopt");
+			*(void **)&C.easy_perform = dlsym(l, "curl_easy_perform");
+			*(void **)&C.easy_getinfo = dlsym(l, "curl_easy_getinfo");
+			*(void **)&C.easy_strerror = dlsym(l, "curl_easy_strerror");
+			*(void **)&C.easy_cleanup = dlsym(l, "curl_easy_cleanup");
+			*(void **)&C.slist_append = dlsym(l, "curl_slist_append");
+			*(void **)&C.slist_free_all = dlsym(l, "curl_slist_free_all");
+			if (!C.global_init || !C.easy_init || !C.easy_setopt || !C.easy_perform || !C.easy_getinfo ||
+			    !C.easy_strerror || !C.easy_cleanup || !C.slist_append || !C.slist_free_all)
+				snprintf(why, sizeof(why), "libcurl.so.4 lacks a function strata uses");
+			else if (C.global_init(CURL_GLOBAL_DEFAULT))
+				snprintf(why, sizeof(why), "libcurl would not start");
+			else
+				state = 1;
+		}
+	}
+	if (state < 0)
+		snprintf(err, errlen, "%s", why);
+	return state > 0 ? 0 : -1;
+}
 
 struct http {
 	CURL *curl;
@@ -32,15 +87,12 @@ static size_t on_body(char *d, size_t sz, size_t nm, void *ctx)
 
 struct http *http_new(const struct send_cfg *c, char *err, size_t errlen)
 {
-	static int inited;
-	if (!inited++ && curl_global_init(CURL_GLOBAL_DEFAULT)) {
-		snprintf(err, errlen, "libcurl would not start");
+	if (curl_load(err, errlen))
 		return NULL;
-	}
 	struct http *h = calloc(1, sizeof(*h));
 	char **hv = NULL;
 	int nh = send_cfg_headers(c, &hv, err, errlen);
-	if (!h || nh < 0 || !(h->curl = curl_easy_init())) {
+	if (!h || nh < 0 || !(h->curl = C.easy_init())) {
 		if (h && nh >= 0)
 			snprintf(err, errlen, "libcurl would not start");
 		else if (!h)
@@ -52,31 +104,31 @@ struct http *http_new(const struct send_cfg *c, char *err, size_t errlen)
 		return NULL;
 	}
 	h->cfg = c;
-	h->headers = curl_slist_append(h->headers, "Content-Type: application/x-protobuf");
+	h->headers = C.slist_append(h->headers, "Content-Type: application/x-protobuf");
 	/* The development version of the profiles signal this encodes
 	 * (opentelemetry-proto's mechanism; the Collector checks it). */
-	h->headers = curl_slist_append(h->headers, "OTLP-Profiles-Development-Version: 1");
+	h->headers = C.slist_append(h->headers, "OTLP-Profiles-Development-Version: 1");
 	if (c->gzip)
-		h->headers = curl_slist_append(h->headers, "Content-Encoding: gzip");
+		h->headers = C.slist_append(h->headers, "Content-Encoding: gzip");
 	/* No "Expect: 100-continue" round trip before the body. */
-	h->headers = curl_slist_append(h->headers, "Expect:");
+	h->headers = C.slist_append(h->headers, "Expect:");
 	for (int i = 0; i < nh; i++) {
-		h->headers = curl_slist_append(h->headers, hv[i]);
+		h->headers = C.slist_append(h->headers, hv[i]);
 		free(hv[i]);
 	}
 	free(hv);
 	CURL *k = h->curl;
-	curl_easy_setopt(k, CURLOPT_URL, c->url);
-	curl_easy_setopt(k, CURLOPT_HTTPHEADER, h->headers);
-	curl_easy_setopt(k, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(k, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-	curl_easy_setopt(k, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->timeout_ms < 5000 ? c->timeout_ms : 5000));
-	curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(k, CURLOPT_WRITEDATA, h);
-	curl_easy_setopt(k, CURLOPT_USERAGENT, "strata/" STRATA_VERSION);
-	curl_easy_setopt(k, CURLOPT_PROTOCOLS_STR, "http,https");
+	C.easy_setopt(k, CURLOPT_URL, c->url);
+	C.easy_setopt(k, CURLOPT_HTTPHEADER, h->headers);
+	C.easy_setopt(k, CURLOPT_NOSIGNAL, 1L);
+	C.easy_setopt(k, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+	C.easy_setopt(k, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->timeout_ms < 5000 ? c->timeout_ms : 5000));
+	C.easy_setopt(k, CURLOPT_WRITEFUNCTION, on_body);
+	C.easy_setopt(k, CURLOPT_WRITEDATA, h);
+	C.easy_setopt(k, CURLOPT_USERAGENT, "strata/" STRATA_VERSION);
+	C.easy_setopt(k, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (c->ca[0])
-		curl_easy_setopt(k, CURLOPT_CAINFO, c->ca);
+		C.easy_setopt(k, CURLOPT_CAINFO, c->ca);
 	return h;
 }
 
@@ -84,8 +136,8 @@ void http_free(struct http *h)
 {
 	if (!h)
 		return;
-	curl_slist_free_all(h->headers);
-	curl_easy_cleanup(h->curl);
+	C.slist_free_all(h->headers);
+	C.easy_cleanup(h->curl);
 	free(h);
 }
 
@@ -177,17 +229,17 @@ int http_post(struct http *h, const void *body, size_t len, char *msg, size_t mn
 		return HTTP_RETRY;
 	}
 	h->resp_len = 0;
-	curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, z ? (const void *)z : body);
-	curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(z ? zl : len));
-	CURLcode r = curl_easy_perform(h->curl);
+	C.easy_setopt(h->curl, CURLOPT_POSTFIELDS, z ? (const void *)z : body);
+	C.easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(z ? zl : len));
+	CURLcode r = C.easy_perform(h->curl);
 	free(z);
 	msg[0] = 0;
 	if (r != CURLE_OK) {
-		snprintf(msg, mn, "%s", curl_easy_strerror(r));
+		snprintf(msg, mn, "%s", C.easy_strerror(r));
 		return HTTP_RETRY;
 	}
 	long code = 0;
-	curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &code);
+	C.easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &code);
 	h->resp[h->resp_len] = 0;
 	if (code >= 200 && code < 300) {
 		partial((const uint8_t *)h->resp, h->resp_len, msg, mn);
