@@ -287,6 +287,9 @@ venv_extras() {
 # Whether root DIR has its 3.15 virtualenv made (or tried) for this recipe.
 venv_done() {
 	for f in "$1$VENVS"/3.15.*/.ready "$1$VENVS"/3.15.*/.failed; do
+		# A venv without its pyvenv.cfg is no venv (its python is the
+		# root's, which finds sid's 3.14-only Numba): made again.
+		case $f in */.ready) [ -f "${f%/.ready}/pyvenv.cfg" ] || continue ;; esac
 		[ "$(cat "$f" 2>/dev/null)" = "$VENV_PKGS" ] && return 0
 	done
 	return 1
