@@ -24,6 +24,7 @@ and exits 1 if any failed. Runs under Python 3.8 or later, standard
 library only: it runs in minimal roots that have nothing else.
 """
 import argparse
+import ctypes.util
 import gzip
 import json
 import os
@@ -289,6 +290,20 @@ class Battery:
             raise Check("native walks cut short: %.1f%% of %d" % (100 * share, n["samples"]))
         return "cut short %.1f%% of %d" % (100 * share, n["samples"])
 
+    def c_send_no_curl(self):
+        # The wheel leaves libcurl to the system (docs/install.md): where
+        # there is none, sending says so in one line naming the package,
+        # and the program still runs and is recorded.
+        out = self.path("send.strata")
+        r = self.strata("record", "--send", "http://127.0.0.1:9/", "-o", out, "--", self.a.python,
+                        self.prog("split.py"), "0.3")
+        if "libcurl4" not in r.stderr:
+            raise Check("no line naming libcurl4: %s" % r.stderr.strip()[-1000:])
+        n = self.report(out)["samples"]
+        if n < 100:
+            raise Check("%d samples recorded" % n)
+        return "said so; %d samples" % n
+
     def main(self):
         r = self.strata("--version")
         print("ok %s version %s" % (self.a.label, r.stdout.strip()), flush=True)
@@ -311,6 +326,8 @@ class Battery:
         self.check("strata.profile", self.c_profile)
         if self.a.other:
             self.check("other-interpreter", self.c_other)
+        if ctypes.util.find_library("curl") is None:
+            self.check("send-without-libcurl", self.c_send_no_curl)
         if self.a.jit:
             self.check("jit-lines", self.c_jit)
             self.check("jit-native", self.c_jit_native)
