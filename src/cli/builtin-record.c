@@ -200,6 +200,11 @@ static void wait_for_stragglers(const char *path, int ms, pid_t child)
 		int nw = agent_helpers_writing(path, writers, 1);
 		others |= nw > 0;
 		pending += nw;
+		/* A helper of a process that has ended, still writing that
+		 * process's last chunks: its stream may not even be in the
+		 * file yet (a pool worker killed as it started), so neither
+		 * the streams nor the live processes show it. */
+		pending += agent_helpers_finishing(path);
 		if (reader_poll(r, 1, NULL, NULL, err, sizeof(err)) == 0) {
 			size_t n;
 			const struct reader_stream *st = reader_streams(r, &n);

@@ -261,6 +261,20 @@ def test_program_behaves_the_same(python, record, mode, prog):
     profile_whole(r.path)
 
 
+def test_profile_whole_when_record_returns(python, record):
+    """Children killed a moment after they started, then the program
+    ends: record returns only once every helper has written its process's
+    stream, so the profile it leaves reads whole at once (CI once caught
+    the report of behave_fork.py reading a pool worker's stream before its
+    helper had ended it; this program did so about one run in four)."""
+    for i in range(5):
+        r = record(python, "behave_killkids.py", opts=["-q"], timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "killed 12\n"
+        # Children killed before their first sample leave no stream.
+        assert len(profile_whole(r.path)["processes"]) >= 1
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_program_sees_only_its_descriptors(python, record, mode):
     """While the program runs the agent holds no descriptor in it (docs/agent.md):

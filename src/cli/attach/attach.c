@@ -58,7 +58,9 @@ int agent_helper_alive(pid_t pid)
 	return found;
 }
 
-int agent_helpers_writing(const char *path, pid_t *pids, int max)
+/* The helpers holding `path` open whose target is alive (alive = 1) or
+ * gone (alive = 0): up to max target pids into pids. */
+static int helpers_holding(const char *path, pid_t *pids, int max, int alive)
 {
 	struct stat want;
 	if (stat(path, &want))
@@ -96,11 +98,22 @@ int agent_helpers_writing(const char *path, pid_t *pids, int max)
 		}
 		if (fdd)
 			closedir(fdd);
-		if (holds && target > 0 && attach_alive(target))
+		if (holds && target > 0 && attach_alive(target) == alive)
 			pids[n++] = target;
 	}
 	closedir(d);
 	return n;
+}
+
+int agent_helpers_writing(const char *path, pid_t *pids, int max)
+{
+	return helpers_holding(path, pids, max, 1);
+}
+
+int agent_helpers_finishing(const char *path)
+{
+	pid_t one[1];
+	return helpers_holding(path, one, 1, 0);
 }
 
 /* The process's command line, for the session record. */

@@ -85,4 +85,9 @@ int agent_helper_alive(pid_t pid);
  * stream may not be in the file yet (it appears with its first samples). */
 int agent_helpers_writing(const char *path, pid_t *pids, int max);
 
+/* Whether a helper whose process is gone still holds `path` open: it is
+ * writing the end of that process's stream (which may not be in the
+ * file yet at all, for a process killed a moment after it started). */
+int agent_helpers_finishing(const char *path);
+
 #endif
