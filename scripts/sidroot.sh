@@ -284,6 +284,34 @@ venv_extras() {
 	done
 }
 
+# venv_pytest DIR: pytest and pytest-timeout from PyPI for the root's 3.14
+# and 3.15, under $VENVS/pytest/<version>, as scripts/pyenvs.sh makes them
+# on the host (test_signals.py runs a pytest-timeout suite under strata).
+# Tried once per recipe (.ready or .failed holds it); a failure skips
+# those tests, saying so.
+PYTEST_PKGS="pytest pytest-timeout"
+venv_pytest() {
+	r=$1
+	for m in 3.14 3.15; do
+		[ -x "$r/usr/bin/python$m" ] || continue
+		in_root "$r" sh -c '
+			v=$(python$1 -c "import sys; print(\"%d.%d.%d\" % sys.version_info[:3])") || exit 0
+			d=$0/pytest/$v
+			[ "$(cat "$d/.ready" "$d/.failed" 2>/dev/null)" = "$2" ] && exit 0
+			cert=""
+			[ -f /etc/strata-host-ca.crt ] && cert="--cert /etc/strata-host-ca.crt"
+			rm -rf "$d"
+			if python$1 -m venv "$d" &&
+				"$d/bin/python" -m pip install $cert -q --disable-pip-version-check --no-cache-dir $2 &&
+				"$d/bin/python" -c "import pytest, pytest_timeout"; then
+				echo "$2" > "$d/.ready"
+			else
+				echo "sidroot.sh: no $2 from PyPI for Python $v: its pytest-timeout tests skip" >&2
+				rm -rf "$d"; mkdir -p "$d"; echo "$2" > "$d/.failed"
+			fi' "$VENVS" "$m" "$PYTEST_PKGS"
+	done
+}
+
 # Whether root DIR has its 3.15 virtualenv made (or tried) for this recipe.
 venv_done() {
 	for f in "$1$VENVS"/3.15.*/.ready "$1$VENVS"/3.15.*/.failed; do
@@ -373,6 +401,7 @@ ensure() {
 	fi
 	venv_done "$ROOT" || venv_315 "$ROOT"
 	venv_extras "$ROOT"
+	venv_pytest "$ROOT"
 	# Runs share the root; a later update waits for them.
 	flock -s 9
 }

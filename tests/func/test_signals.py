@@ -219,12 +219,13 @@ def test_lock():
 
 def pytest_venv(interp):
     """The interpreter of this version's pytest virtualenv (pytest and
-    pytest-timeout from PyPI, made by scripts/pyenvs.sh)."""
+    pytest-timeout from PyPI, made by scripts/pyenvs.sh, and in the sid
+    root by scripts/sidroot.sh)."""
     v = VENVS / "pytest" / interp.version / "bin" / "python"
     if not v.exists():
         if os.path.exists("/.strata-sidroot-rev") or not shutil.which("pyenv"):
-            pytest.skip("no pytest virtualenv for Python %s here (scripts/pyenvs.sh makes them on the host)"
-                        % interp.version)
+            pytest.skip("no pytest virtualenv for Python %s here (PyPI could not be reached when "
+                        "scripts/pyenvs.sh or scripts/sidroot.sh made them)" % interp.version)
         pytest.fail("no pytest virtualenv %s: scripts/pyenvs.sh makes it" % v)
     return v
 
