@@ -48,6 +48,10 @@ void helper_slot_release(struct tslot *s);
  * parent's), or make one from STRATA_SEND. 0, or -1 (said on stderr). */
 int send_init(void);
 int send_active(void);
+/* Sending that came with an attach, which its detach ends (W.lock held by
+ * the caller: writer_detach ends the file's stream and the window at
+ * once, so a sample drained between the two goes to neither). */
+int send_ends_with_detach(void);
 /* ctl send / attach with send=: windows go to dir from now on; ends with
  * send_stop (or, by_attach, with the attach's detach). */
 int send_start(const char *dir, unsigned every_ms, unsigned queue, int by_attach, char *err, size_t errlen);

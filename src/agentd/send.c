@@ -71,6 +71,7 @@ static uint64_t realtime_ns(void)
 }
 
 int send_active(void) { return S.on; }
+int send_ends_with_detach(void) { return S.on && S.by_attach; }
 
 /* ---- the sender ------------------------------------------------------------ */
 
@@ -267,13 +268,16 @@ int send_start(const char *dir, unsigned every_ms, unsigned queue, int by_attach
 
 int send_stop(int by_detach, char *err, size_t errlen)
 {
-	if (!S.on) {
+	if (by_detach && !S.by_attach)
+		return 0;
+	if (!by_detach && !S.on) {
 		snprintf(err, errlen, "not sending");
 		return -1;
 	}
-	if (by_detach && !S.by_attach)
-		return 0;
-	writer_send_end();
+	/* After a detach, writer_detach has ended the window with the
+	 * file's stream already; an attach that failed has not. */
+	if (S.on)
+		writer_send_end();
 	S.by_attach = 0;
 	agent.cfg.send_dir[0] = 0;
 	if (S.wfd >= 0)

@@ -410,10 +410,16 @@ int writer_detach(char *err, size_t errlen)
 	W.fd = -1;
 	W.failed = 0;
 	agent.cfg.output[0] = 0;
-	if (send_active()) {
+	if (send_active() && !send_ends_with_detach()) {
 		/* Sending goes on, in a stream of its own. */
 		segment_begin();
 	} else {
+		/* Sending that came with the attach ends here, with the file's
+		 * stream and under the same lock: the last window holds what
+		 * the file holds, not a sample drained in between (send_stop
+		 * then only lets go of the directory). */
+		if (send_active())
+			send_arm(0);
 		atomic_store(&agent.has_output, 0);
 		state_reset();
 	}
