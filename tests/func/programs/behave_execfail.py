@@ -33,9 +33,10 @@ def before():
     return burn(0.15)
 
 
-def helper_up_for(seconds):
-    """Whether a helper (strata-agentd) of this process has been running
-    for `seconds` of wall time: never true without strata."""
+def helper_up_for(seconds, since):
+    """Whether a helper (strata-agentd) of this process, started after
+    `since` (seconds of /proc/uptime: the old helper may still be ending
+    its stream), has been running for `seconds`: never without strata."""
     me = str(os.getpid()).encode()
     tick = os.sysconf("SC_CLK_TCK")
     with open("/proc/uptime") as f:
@@ -52,7 +53,7 @@ def helper_up_for(seconds):
                 start = int(f.read().rpartition(")")[2].split()[19]) / tick
         except (OSError, IndexError, ValueError):
             continue
-        if now - start >= seconds:
+        if start >= since and now - start >= seconds:
             return True
     return False
 
@@ -64,11 +65,16 @@ def helper_up_for(seconds):
 # until the new helper has run for 0.1 s (at most 5 s more): what is
 # tested is that the thread is sampled again, not how soon on a loaded
 # machine. The program's output is the same either way.
-def after_main():
+def uptime():
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
+def after_main(failed_at):
     s = burn(0.3)
     if "libstrata-agent" in os.environ.get("LD_PRELOAD", ""):
         end = time.monotonic() + 5
-        while not helper_up_for(0.1) and time.monotonic() < end:
+        while not helper_up_for(0.1, failed_at) and time.monotonic() < end:
             s += burn(0.02)
     return s
 
@@ -78,11 +84,13 @@ def after_thread():
 
 
 before()
+# A tick of /proc/uptime early: the new helper starts after the exec.
+failed_at = uptime() - 0.01
 try:
     os.execv("/nonexistent/program", ["program"])
 except OSError as e:
     print("exec failed:", e.errno == 2, flush=True)
-after_main()
+after_main(failed_at)
 t = threading.Thread(target=after_thread)
 t.start()
 t.join()
