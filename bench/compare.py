@@ -33,18 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-STRATA = ROOT / "build" / "bin" / "strata"
-WORKLOADS = {
-    "calls": (ROOT / "bench" / "workloads" / "calls.py", ["50"]),
-    "numpy": (ROOT / "bench" / "workloads" / "numpy_sort_fft.py", ["40"]),
-}
-
-
-def become_subreaper():
-    import ctypes
-    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
-        raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import ROOT, STRATA, WORKLOADS, become_subreaper, reap_helpers  # noqa: E402
 
 
 def run(cmd, env=None):
@@ -57,18 +47,8 @@ def run(cmd, env=None):
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
-    cpu = ru.ru_utime + ru.ru_stime
-    # Orphans (strata's helper) come to us; give them a moment to end.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            pid, _, ru = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.01)
-            continue
-        cpu += ru.ru_utime + ru.ru_stime
+    # Orphans (strata's helper) come to us: reaped, their CPU counted.
+    cpu = ru.ru_utime + ru.ru_stime + reap_helpers()
     if p.returncode != 0:
         raise RunFailed("%s failed (%d): %s" % (" ".join(map(str, cmd)), p.returncode, err[-2000:]))
     return wall, cpu
@@ -122,7 +102,7 @@ def samples_austin(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", default="calls", choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", default="calls", choices=["calls", "numpy"])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--venv", help="the virtualenv holding py-spy and austin (default: scripts/benchenv.sh's)")
     a = ap.parse_args()
