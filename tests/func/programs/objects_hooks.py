@@ -58,11 +58,14 @@ def load_ext(so):
 def state(ext):
     """on, off, or mixed: strata's PyMem hooks, and with ext its GOT
     redirection of the extension's malloc."""
-    py = hooked()
     if ext:
-        slot = ext.malloc_slot()
+        # Both at once: the ctypes calls of hooked() allocate, and an
+        # allocation is where the hooks come out when sampling stops.
+        pm, slot = ext.hooks_now()
+        py = strata_s(pm)
         got = "strata" if strata_s(slot) else "libc" if slot == real_malloc else "other %#x" % slot
     else:
+        py = hooked()
         got = "strata" if py else "libc"
     return "on" if py and got == "strata" else "off" if not py and got == "libc" else \
         "mixed pymem=%s got=%s" % (py, got)

@@ -85,12 +85,26 @@ static PyObject *malloc_slot(PyObject *self, PyObject *unused)
 	return PyLong_FromVoidPtr((void *)f);
 }
 
+/* The object domain's malloc and this extension's malloc slot, read with
+ * nothing allocated between them: an allocation is where strata's hooks
+ * may come out (sampling off), so reading one, allocating, then the other
+ * could see a moment the program never runs in. */
+static PyObject *hooks_now(PyObject *self, PyObject *unused)
+{
+	PyMemAllocatorEx a;
+	PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, &a);
+	void *(*volatile f)(size_t) = malloc;
+	void *slot = (void *)f;
+	return Py_BuildValue("(NN)", PyLong_FromVoidPtr((void *)a.malloc), PyLong_FromVoidPtr(slot));
+}
+
 static PyMethodDef methods[] = {
 	{ "burn_c", burn_c, METH_O, "burn CPU in C" },
 	{ "call_back", call_back, METH_VARARGS, "call a Python function from C" },
 	{ "alloc_c", alloc_c, METH_VARARGS, "allocate with PyMem_RawMalloc" },
 	{ "alloc_libc", alloc_libc, METH_VARARGS, "allocate with malloc" },
 	{ "malloc_slot", malloc_slot, METH_NOARGS, "what malloc is to this extension" },
+	{ "hooks_now", hooks_now, METH_NOARGS, "(object domain's malloc, this extension's malloc) at once" },
 	{ NULL, NULL, 0, NULL },
 };
 
