@@ -12,6 +12,7 @@
  * objects_rate bytes. A sampled block's free stays with the hooks: every
  * free hook calls it, specialised for them in their file.
  */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "shm/agent.h"
+#include "shm/link.h"
 #include "shm/objects.h"
 #include "common/format.h"
 #include "objects-internal.h"
@@ -137,6 +139,36 @@ static void table_release(struct objtab *t, uint32_t k)
 	atomic_store_explicit(&e->state, OBJ_EMPTY, memory_order_release);
 }
 
+/* The thread's ring is full: its writer is behind (a loaded machine, or
+ * a C loop allocating faster than it drains). A sample point is no
+ * signal handler, so rather than lose the sample it pokes the writer and
+ * waits for it to drain, up to ROOM_WAIT_NS. A writer that made no room
+ * in that time is taken as stalled (stopped, or blocked on a lock this
+ * thread holds): for a second after, sample points do not wait, so the
+ * program is slowed by at most 2% while it stays stalled. 1: try again. */
+#define ROOM_WAIT_NS (20 * 1000000ull)
+static _Atomic uint64_t stalled_at;
+
+static int wait_for_room(struct ring *r)
+{
+	uint64_t now = mono_ns(), st = atomic_load_explicit(&stalled_at, memory_order_relaxed);
+	if (st && now - st < 1000000000ull)
+		return 0;
+	int e = errno;
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire), end = now + ROOM_WAIT_NS;
+	link_poke();
+	int moved = 0;
+	while (!moved && mono_ns() < end) {
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+		moved = atomic_load_explicit(&r->tail, memory_order_acquire) != tail;
+	}
+	if (!moved)
+		atomic_store_explicit(&stalled_at, mono_ns(), memory_order_relaxed);
+	errno = e;
+	return moved;
+}
+
 void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
 {
 	ot.left = next_interval();
@@ -161,6 +193,8 @@ void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
 	 * interpreter starts finalizing (what is live then is live). */
 	if (getpid() != agent.pid || agent_py->phase() != STRATA_PHASE_RUNNING)
 		return;
+	if (!s && agent.by_tid && (s = slot_by_tid((pid_t)syscall(SYS_gettid))))
+		tls_slot = s; /* registered by a scan, before its first signal */
 	if (!s || s->in_handler || atomic_load_explicit(&s->exited, memory_order_relaxed)) {
 		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
 		return;
@@ -176,7 +210,10 @@ void __attribute__((noinline)) take_sample(int domain, void *p, size_t n)
 	ucontext_t uc;
 	if (agent.cfg.native)
 		here(&uc);
-	if (sample_alloc_capture(s, agent.cfg.native ? &uc : NULL, w) != 0) {
+	int rc;
+	while ((rc = sample_alloc_capture(s, agent.cfg.native ? &uc : NULL, w)) != 0 && wait_for_room(&s->ring))
+		;
+	if (rc != 0) {
 		if (k != UINT32_MAX)
 			table_release(t, k);
 		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);

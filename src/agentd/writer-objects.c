@@ -30,6 +30,7 @@ static struct {
 	uint32_t index[TYPEMAP_SIZE];
 	uint32_t next;
 	uint64_t last_scan;
+	uint64_t lost_base;    /* the table's lost count as this stream began */
 } T = { .next = 1 };
 
 void wobj_reset(void)
@@ -37,6 +38,25 @@ void wobj_reset(void)
 	memset(T.key, 0, sizeof(T.key));
 	memset(T.tag, 0, sizeof(T.tag));
 	T.next = 1;
+	T.lost_base = agent.objtab ? atomic_load(&agent.objtab->lost) : 0;
+}
+
+/* Allocation samples the hooks could not keep (a ring still full after
+ * waiting for its writer, or a thread without a slot): one note at the
+ * stream's end, so the totals are known to be low. */
+static void note_lost(struct wbuf *recs, struct objtab *t)
+{
+	uint64_t lost = atomic_load(&t->lost) - T.lost_base;
+	if (!lost)
+		return;
+	T.lost_base += lost;
+	char text[300];
+	snprintf(text, sizeof(text), "%llu allocation sample%s could not be recorded (a thread's ring stayed full while "
+		 "the writer fell behind, or the thread had no slot): allocation and live totals are low by about that "
+		 "many samples of --objects-rate bytes",
+		 (unsigned long long)lost, lost == 1 ? "" : "s");
+	struct rec_note r = { .time_ns = mono_ns(), .kind = NOTE_LIMITED, .text = text };
+	rec_put_note(recs, &r);
 }
 
 /* The name the hooks read for (type, tag), into buf: 0, or -1. */
@@ -135,6 +155,8 @@ void wobj_scan(struct wbuf *recs, int final)
 	for (uint32_t w = 0; w < OBJTAB_SIZE / 64; w++)
 		for (uint64_t bits = atomic_load(&t->used[w]); bits; bits &= bits - 1)
 			scan_slot(recs, t, w * 64 + (uint32_t)__builtin_ctzll(bits), final);
+	if (final)
+		note_lost(recs, t);
 }
 
 /* One slot of the table, not empty when its bit was read. */

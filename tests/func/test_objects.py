@@ -175,14 +175,18 @@ def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
     r = strata("record", "-o", out, "--native", *RATE, "--", interp.exe, PROGRAMS / "native" / "objects_ext.py", so)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "done"
-    rep = json.loads(strata("report", "--json", out).stdout)
+    rj = strata("report", "--json", out)
+    rep = json.loads(rj.stdout)
+    # A sample point waits for room in a full ring (docs/objects.md):
+    # nothing is lost, and a loss would be said.
+    assert "could not be recorded" not in rj.stderr, rj.stderr
     rows = [f for f in rep["functions"] if f["name"] == "alloc_c"]
     assert rows, [f["name"] for f in rep["functions"][:20]]
     f = rows[0]
     assert f["kind"] == "native" and Path(f["module"]).name == "strata_native_ext.so", f
     # 2000 blocks of 64 KiB: ~131 MB, all of it in alloc_c's own frame.
     ab = f["events"]["alloc-bytes"]["self"]
-    assert 100e6 <= ab <= 165e6, ab
+    assert 100e6 <= ab <= 165e6, (ab, rj.stderr, r.stderr)
     # Every other block kept.
     assert 0.35 <= f["events"]["live-bytes"]["self"] / ab <= 0.65, f["events"]
     caller = [x for x in rep["functions"] if x["name"] == "from_c"][0]
@@ -197,7 +201,7 @@ def test_c_extension_allocation_under_its_native_frame(python, tmp_path):
     f = rows[0]
     assert f["kind"] == "native" and Path(f["module"]).name == "strata_native_ext.so", f
     lb = f["events"]["alloc-bytes"]["self"]
-    assert 150e6 <= lb <= 245e6, lb
+    assert 150e6 <= lb <= 245e6, (lb, rj.stderr, r.stderr)
     assert 0.35 <= f["events"]["live-bytes"]["self"] / lb <= 0.65, f["events"]
     caller = [x for x in rep["functions"] if x["name"] == "from_libc"][0]
     assert caller["events"]["alloc-bytes"]["total"] >= lb, caller
