@@ -29,19 +29,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import ROOT, STRATA, become_subreaper  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "tests" / "func"))
 from otelcol import Collector  # noqa: E402
 
 AGENT = ROOT / "build" / "lib" / "strata" / "libstrata-agent.so"
-STRATA = ROOT / "build" / "bin" / "strata"
 WORKLOAD = (ROOT / "bench" / "workloads" / "calls.py", ["50"])
-
-
-def become_subreaper():
-    import ctypes
-    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
-        raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
 def reap_others(wait_ms=0):
