@@ -27,6 +27,8 @@ struct otls {
 	uint64_t rng;
 	int depth;             /* inside a hooked OBJ/MEM call */
 	int busy;              /* taking a sample */
+	int stalled;           /* its ring stayed full: no waiting until... */
+	uint64_t stalled_tail; /* ...the writer has drained it past this */
 };
 extern TLS_IE __thread struct otls ot;
 

@@ -143,19 +143,22 @@ static void table_release(struct objtab *t, uint32_t k)
  * a C loop allocating faster than it drains). A sample point is no
  * signal handler, so rather than lose the sample it pokes the writer and
  * waits for it to drain, up to ROOM_WAIT_NS. A writer that made no room
- * in that time is taken as stalled (stopped, or blocked on a lock this
- * thread holds): for a second after, sample points do not wait, so the
- * program is slowed by at most 2% while it stays stalled. 1: try again. */
-#define ROOM_WAIT_NS (20 * 1000000ull)
-static _Atomic uint64_t stalled_at;
+ * in that time is taken as stalled (stopped, gone, or blocked on a lock
+ * this thread holds): the thread's sample points do not wait again until
+ * the writer has drained some of its ring, so a writer that is gone costs
+ * each thread one wait. (Under make check's load a 20 ms bound, with a
+ * second of no waiting after, still lost thousands of samples.) 1: try
+ * again. */
+#define ROOM_WAIT_NS (250 * 1000000ull)
 
 static int wait_for_room(struct ring *r)
 {
-	uint64_t now = mono_ns(), st = atomic_load_explicit(&stalled_at, memory_order_relaxed);
-	if (st && now - st < 1000000000ull)
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+	if (ot.stalled && tail == ot.stalled_tail)
 		return 0;
+	ot.stalled = 0;
 	int e = errno;
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire), end = now + ROOM_WAIT_NS;
+	uint64_t end = mono_ns() + ROOM_WAIT_NS;
 	link_poke();
 	int moved = 0;
 	while (!moved && mono_ns() < end) {
@@ -163,8 +166,10 @@ static int wait_for_room(struct ring *r)
 		nanosleep(&ts, NULL);
 		moved = atomic_load_explicit(&r->tail, memory_order_acquire) != tail;
 	}
-	if (!moved)
-		atomic_store_explicit(&stalled_at, mono_ns(), memory_order_relaxed);
+	if (!moved) {
+		ot.stalled = 1;
+		ot.stalled_tail = tail;
+	}
 	errno = e;
 	return moved;
 }

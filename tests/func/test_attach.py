@@ -297,6 +297,12 @@ def test_attach_stopped_process(debian_python, tmp_path):
         # strata stack reads it, and leaves it stopped.
         r = strata("stack", "--json", p.pid)
         assert r.returncode == 0, r.stderr
+        # The detach wakes a thread in group stop for a moment, to stop
+        # again (the kernel's ptrace_unlink): R can be read just after.
+        for _ in range(200):
+            if "State:\tT" in Path("/proc/%d/status" % p.pid).read_text():
+                break
+            time.sleep(0.01)
         assert "State:\tT" in Path("/proc/%d/status" % p.pid).read_text()
         assert not maps_agent(p.pid)
     finally:
