@@ -146,10 +146,12 @@ static void table_release(struct objtab *t, uint32_t k)
  * in that time is taken as stalled (stopped, gone, or blocked on a lock
  * this thread holds): the thread's sample points do not wait again until
  * the writer has drained some of its ring, so a writer that is gone costs
- * each thread one wait. (Under make check's load a 20 ms bound, with a
- * second of no waiting after, still lost thousands of samples.) 1: try
- * again. */
-#define ROOM_WAIT_NS (250 * 1000000ull)
+ * each thread one wait. The bound is long because the writer announces
+ * new native objects before it drains (--native: their unwind tables,
+ * built in the writer's pass); under make check's load a 20 ms bound,
+ * with a second of no waiting after, lost thousands of samples while it
+ * built them. 1: try again. */
+#define ROOM_WAIT_NS (1000 * 1000000ull)
 
 static int wait_for_room(struct ring *r)
 {
