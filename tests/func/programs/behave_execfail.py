@@ -36,7 +36,9 @@ def before():
 def helper_up_for(seconds, since):
     """Whether a helper (strata-agentd) of this process, started after
     `since` (seconds of /proc/uptime: the old helper may still be ending
-    its stream), has been running for `seconds`: never without strata."""
+    its stream), has been up for `seconds` and has had a clock tick of CPU
+    (up is not running: under make check's load a helper up for 0.1 s
+    had not sampled yet once): never without strata."""
     me = str(os.getpid()).encode()
     tick = os.sysconf("SC_CLK_TCK")
     with open("/proc/uptime") as f:
@@ -50,10 +52,11 @@ def helper_up_for(seconds, since):
             if argv[0] != b"strata-agentd" or len(argv) < 2 or argv[1] != me:
                 continue
             with open("/proc/%s/stat" % d) as f:
-                start = int(f.read().rpartition(")")[2].split()[19]) / tick
+                st = f.read().rpartition(")")[2].split()
+            start, cpu = int(st[19]) / tick, int(st[11]) + int(st[12])
         except (OSError, IndexError, ValueError):
             continue
-        if start >= since and now - start >= seconds:
+        if start >= since and now - start >= seconds and cpu >= 1:
             return True
     return False
 
@@ -62,7 +65,7 @@ def helper_up_for(seconds, since):
 # to start first: under make check's load its first turn came after 0.15 s
 # of after_main()'s CPU time once, after 0.3 s another time
 # (docs/agent.md says so). So under strata, after_main() also goes on
-# until the new helper has run for 0.1 s (at most 5 s more): what is
+# until the new helper has been up 0.1 s and had CPU (at most 5 s more): what is
 # tested is that the thread is sampled again, not how soon on a loaded
 # machine. The program's output is the same either way.
 def uptime():
