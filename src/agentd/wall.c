@@ -240,10 +240,24 @@ static void *wall_main(void *arg)
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
 			;
 		if (!atomic_load(&agent.sampling) && !atomic_load(&S.stop)) {
-			/* Stopped: no ticks at all until sampling resumes. */
+			/* Stopped: no ticks at all until sampling resumes. The
+			 * flag is the program's to set (after a failed exec its
+			 * agent sets it once this helper is up), and nothing
+			 * wakes us then: a bounded wait reads it again every
+			 * 50 ms. (An unbounded one left a helper started after
+			 * a failed exec waiting for good, now and then: the
+			 * continued stream had no samples.) */
 			pthread_mutex_lock(&S.lock);
-			while (!atomic_load(&agent.sampling) && !atomic_load(&S.stop))
-				pthread_cond_wait(&S.cond, &S.lock);
+			while (!atomic_load(&agent.sampling) && !atomic_load(&S.stop)) {
+				struct timespec dl;
+				clock_gettime(CLOCK_REALTIME, &dl);
+				dl.tv_nsec += 50 * 1000000L;
+				if (dl.tv_nsec >= 1000000000L) {
+					dl.tv_sec++;
+					dl.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&S.cond, &S.lock, &dl);
+			}
 			pthread_mutex_unlock(&S.lock);
 			clock_gettime(CLOCK_MONOTONIC, &next);
 			continue;
