@@ -33,6 +33,11 @@ def before():
     return burn(0.15)
 
 
+def uptime():
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
 def helper_up_for(seconds, since):
     """Whether a helper (strata-agentd) of this process, started after
     `since` (seconds of /proc/uptime: the old helper may still be ending
@@ -41,8 +46,7 @@ def helper_up_for(seconds, since):
     had not sampled yet once): never without strata."""
     me = str(os.getpid()).encode()
     tick = os.sysconf("SC_CLK_TCK")
-    with open("/proc/uptime") as f:
-        now = float(f.read().split()[0])
+    now = uptime()
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -68,11 +72,6 @@ def helper_up_for(seconds, since):
 # until the new helper has been up 0.1 s and had CPU (at most 5 s more): what is
 # tested is that the thread is sampled again, not how soon on a loaded
 # machine. The program's output is the same either way.
-def uptime():
-    with open("/proc/uptime") as f:
-        return float(f.read().split()[0])
-
-
 def after_main(failed_at):
     s = burn(0.3)
     if "libstrata-agent" in os.environ.get("LD_PRELOAD", ""):

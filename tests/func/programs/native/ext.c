@@ -78,14 +78,8 @@ __attribute__((noinline)) static PyObject *alloc_libc(PyObject *self, PyObject *
 	Py_RETURN_NONE;
 }
 
-/* The address this extension calls for malloc, as its GOT holds it now. */
-static PyObject *malloc_slot(PyObject *self, PyObject *unused)
-{
-	void *(*volatile f)(size_t) = malloc;
-	return PyLong_FromVoidPtr((void *)f);
-}
-
-/* The object domain's malloc and this extension's malloc slot, read with
+/* The object domain's malloc and the address this extension calls for
+ * malloc (as its GOT holds it now), read with
  * nothing allocated between them: an allocation is where strata's hooks
  * may come out (sampling off), so reading one, allocating, then the other
  * could see a moment the program never runs in. */
@@ -103,7 +97,6 @@ static PyMethodDef methods[] = {
 	{ "call_back", call_back, METH_VARARGS, "call a Python function from C" },
 	{ "alloc_c", alloc_c, METH_VARARGS, "allocate with PyMem_RawMalloc" },
 	{ "alloc_libc", alloc_libc, METH_VARARGS, "allocate with malloc" },
-	{ "malloc_slot", malloc_slot, METH_NOARGS, "what malloc is to this extension" },
 	{ "hooks_now", hooks_now, METH_NOARGS, "(object domain's malloc, this extension's malloc) at once" },
 	{ NULL, NULL, 0, NULL },
 };
