@@ -221,6 +221,47 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+
+# Where a failed test's temporary directory (its profiles, its programs'
+# output) is copied: pytest keeps only its last three runs' directories,
+# and a failure seen once in a fresh clone's `make check` is worth its
+# evidence. Emptied at the start of each run.
+FAILURES = BUILD / "test-failures"
+FAILURE_COPY_MAX = 64 << 20
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
+        shutil.rmtree(FAILURES, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    tmp = item.funcargs.get("tmp_path") if hasattr(item, "funcargs") else None
+    if rep.when != "call" or not rep.failed or not tmp or not Path(tmp).is_dir():
+        return
+    name = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in item.nodeid.split("::", 1)[-1])
+    left = [FAILURE_COPY_MAX]
+
+    def small(d, names):
+        skip = []
+        for n in names:
+            p = Path(d) / n
+            size = p.stat().st_size if p.is_file() and not p.is_symlink() else 0
+            if size > left[0]:
+                skip.append(n)
+            else:
+                left[0] -= size
+        return skip
+
+    try:
+        shutil.copytree(tmp, FAILURES / name, ignore=small, symlinks=True, dirs_exist_ok=True)
+        rep.sections.append(("strata", "this test's files were kept in %s" % (FAILURES / name)))
+    except OSError as e:
+        rep.sections.append(("strata", "could not keep this test's files: %s" % e))
+
 @pytest.fixture(params=_selected_ids())
 def python(request):
     return get_interp(request.param).require()
