@@ -261,6 +261,40 @@ def test_program_behaves_the_same(python, record, mode, prog):
     profile_whole(r.path)
 
 
+INHERITED_IGNORED = ("SIGINT", "SIGQUIT", "SIGHUP", "SIGTERM", "SIGUSR2")
+INHERITED_BLOCKED = ("SIGUSR1", "SIGWINCH")
+
+
+def start_like_a_background_job():
+    """What the program is started with: signals ignored and blocked as a
+    shell without job control or a service manager may leave them."""
+    import signal as sg
+    for name in INHERITED_IGNORED:
+        sg.signal(getattr(sg, name), sg.SIG_IGN)
+    sg.pthread_sigmask(sg.SIG_BLOCK, [getattr(sg, n) for n in INHERITED_BLOCKED])
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_inherited_ignored_and_blocked_signals(python, tmp_path, mode):
+    """Signals the program was started with ignored stay ignored, and
+    blocked ones blocked, in its main thread, its threads and its
+    children, as Python sees them; interrupt_main() does nothing when
+    SIGINT is ignored, as without strata (CPython's test_threading hangs
+    otherwise in a `make check &`). Same output with and without strata."""
+    prog = str(PROGRAMS / "behave_inherited.py")
+    plain = subprocess.run([str(python.exe), prog], capture_output=True, text=True, timeout=120,
+                           preexec_fn=start_like_a_background_job)
+    assert plain.returncode == 0, plain.stderr
+    assert "SIGINT=IGN" in plain.stdout and "interrupt_main: nothing" in plain.stdout, plain.stdout
+    out = tmp_path / "p.strata"
+    r = subprocess.run([str(STRATA), "record", "-q", "-o", str(out)] + MODES[mode] + ["--", str(python.exe), prog],
+                       capture_output=True, text=True, timeout=120, preexec_fn=start_like_a_background_job)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+    assert r.stderr == plain.stderr
+    profile_whole(out)
+
+
 def test_profile_whole_when_record_returns(python, record):
     """Children killed a moment after they started, then the program
     ends: record returns only once every helper has written its process's
