@@ -227,6 +227,13 @@ static void capture_idle(struct tslot *s)
 	atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 }
 
+static void ts_add_ns(struct timespec *t, uint64_t ns)
+{
+	ns += (uint64_t)t->tv_nsec;
+	t->tv_sec += (time_t)(ns / 1000000000u);
+	t->tv_nsec = (long)(ns % 1000000000u);
+}
+
 static void *wall_main(void *arg)
 {
 	(void)arg;
@@ -234,9 +241,7 @@ static void *wall_main(void *arg)
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	pid_t me = getpid();
 	while (!atomic_load(&S.stop)) {
-		uint64_t ns = (uint64_t)next.tv_nsec + agent.cfg.period_ns;
-		next.tv_sec += (time_t)(ns / 1000000000u);
-		next.tv_nsec = (long)(ns % 1000000000u);
+		ts_add_ns(&next, agent.cfg.period_ns);
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
 			;
 		if (!atomic_load(&agent.sampling) && !atomic_load(&S.stop)) {
@@ -251,11 +256,7 @@ static void *wall_main(void *arg)
 			while (!atomic_load(&agent.sampling) && !atomic_load(&S.stop)) {
 				struct timespec dl;
 				clock_gettime(CLOCK_REALTIME, &dl);
-				dl.tv_nsec += 50 * 1000000L;
-				if (dl.tv_nsec >= 1000000000L) {
-					dl.tv_sec++;
-					dl.tv_nsec -= 1000000000L;
-				}
+				ts_add_ns(&dl, 50 * 1000000ull);
 				pthread_cond_timedwait(&S.cond, &S.lock, &dl);
 			}
 			pthread_mutex_unlock(&S.lock);

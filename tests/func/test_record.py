@@ -268,10 +268,9 @@ INHERITED_BLOCKED = ("SIGUSR1", "SIGWINCH")
 def start_like_a_background_job():
     """What the program is started with: signals ignored and blocked as a
     shell without job control or a service manager may leave them."""
-    import signal as sg
     for name in INHERITED_IGNORED:
-        sg.signal(getattr(sg, name), sg.SIG_IGN)
-    sg.pthread_sigmask(sg.SIG_BLOCK, [getattr(sg, n) for n in INHERITED_BLOCKED])
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [getattr(signal, n) for n in INHERITED_BLOCKED])
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
