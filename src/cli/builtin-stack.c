@@ -470,7 +470,8 @@ int cmd_stack(int argc, char **argv)
 	}
 	char err[1024];
 	struct pyproc p;
-	if (pyproc_open(&p, (pid_t)pid, err, sizeof(err)) || pyproc_python(&p, agent_dir(), err, sizeof(err))) {
+	if (pyproc_open(&p, (pid_t)pid, err, sizeof(err)) || pyproc_wait_loaded(&p, 3000, NULL, err, sizeof(err)) ||
+	    pyproc_python(&p, agent_dir(), err, sizeof(err))) {
 		errorf("%s", err);
 		pyproc_close(&p);
 		return 1;

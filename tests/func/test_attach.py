@@ -25,9 +25,11 @@ PEP768_RE = re.compile(r"strata: loaded the agent into process (\d+) through the
                        r"\(PEP 768, as sys.remote_exec\), in [\d.]+ ms$", re.M)
 
 
-def plain(python, *args, **kw):
-    """A process started without strata: no preload, no STRATA_* variables."""
+def plain(python, *args, extra_env=None, **kw):
+    """A process started without strata: no preload, no STRATA_* variables
+    (extra_env: variables of the test's own)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    env.update(extra_env or {})
     return subprocess.Popen([str(python.exe)] + [str(a) for a in args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
@@ -84,6 +86,47 @@ def test_attach_split(python, tmp_path):
     finally:
         out, err = p.communicate(timeout=120)
     assert (p.returncode, out, err) == (0, "", ""), (p.returncode, out, err)
+
+
+def slow_loader(tmp_path, ms):
+    """Environment that holds a program in its dynamic loader, before its
+    libraries are mapped, for ms milliseconds (an LD_AUDIT library)."""
+    so = tmp_path / "slowloader.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-nostdlib", "-o", str(so),
+                    str(PROGRAMS / "native" / "slowloader.c")], check=True)
+    return {"LD_AUDIT": str(so), "SLOWLOADER_MS": str(ms)}
+
+
+def test_attach_while_loading(python, tmp_path):
+    """A process attached to just after its exec, while its dynamic loader has
+    not mapped libpython or the C library yet (as a test starting a program and
+    attaching at once can catch it), is waited for: the attach succeeds and
+    records, and the program ends as it would have. Past the attach's time
+    budget the error says the process is still starting, not that it is no
+    Python."""
+    p = plain(python, PROGRAMS / "split.py", 3, extra_env=slow_loader(tmp_path, 1000))
+    try:
+        time.sleep(0.1)
+        assert "libc.so.6" not in Path("/proc/%d/maps" % p.pid).read_text()
+        out = tmp_path / "early.strata"
+        r = strata("record", "--pid", p.pid, "-d", "1.5", "-o", out, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert LOADED_RE.search(r.stderr), r.stderr
+        data = json.loads(strata("report", "--json", out).stdout)
+        assert func_row(data, "heavy")["self"] > 50, data["samples"]
+    finally:
+        o, e = p.communicate(timeout=120)
+    assert (p.returncode, o, e) == (0, "", ""), (p.returncode, o, e)
+
+    q = plain(python, PROGRAMS / "split.py", 1, extra_env=slow_loader(tmp_path, 6000))
+    try:
+        time.sleep(0.1)
+        r = strata("record", "--pid", q.pid, "-d", "1", "-o", tmp_path / "late.strata", timeout=120)
+        assert r.returncode != 0 and "is still starting" in r.stderr, r.stderr
+        assert "not a CPython" not in r.stderr and "no GNU C library" not in r.stderr, r.stderr
+    finally:
+        o, e = q.communicate(timeout=120)
+    assert (q.returncode, o, e) == (0, "", ""), (q.returncode, o, e)
 
 
 def test_attach_stuck_in_c_and_ctl(python, tmp_path):

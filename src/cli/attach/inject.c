@@ -711,10 +711,17 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 	}
 	if (st)
 		memset(st, 0, sizeof(*st));
-	if (pyproc_open(&in.p, pid, err, errlen) || pyproc_python(&in.p, agent_dir, err, errlen)) {
+	/* A process caught just after its exec is waited for (the same
+	 * time budget), else it would look like no Python at all. */
+	double loader_ms = 0;
+	if (pyproc_open(&in.p, pid, err, errlen) || pyproc_wait_loaded(&in.p, timeout_ms, &loader_ms, err, errlen) ||
+	    pyproc_python(&in.p, agent_dir, err, errlen)) {
 		pyproc_close(&in.p);
 		return -1;
 	}
+	timeout_ms -= (int)loader_ms;
+	if (timeout_ms < 500)
+		timeout_ms = 500;
 	char agent[4096], seen[4400];
 	snprintf(agent, sizeof(agent), "%s/libstrata-agent.so", agent_dir);
 	snprintf(seen, sizeof(seen), "/proc/%d/root%s", (int)pid, agent);
@@ -739,7 +746,7 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 		if (r <= 0) {
 			if (st && r == 0) {
 				st->how = INJECT_PEP768;
-				st->wait_ms = w;
+				st->wait_ms = loader_ms + w;
 			}
 			pyproc_close(&in.p);
 			return r;
@@ -811,7 +818,7 @@ int inject_agent(pid_t pid, const char *agent_dir, const char *options, int time
 			pick->seized = 0; /* kept: not let go with the others */
 			ptstop_release(&ps);
 			if (st) {
-				st->wait_ms = ms_since(t0);
+				st->wait_ms = loader_ms + ms_since(t0);
 				st->tries = tries;
 				st->tid = chosen.tid;
 			}

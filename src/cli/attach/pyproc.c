@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/elfsect.h"
@@ -359,6 +360,61 @@ static int find_reader(const char *dir, const char *want, const char *hint, char
 	}
 	closedir(dp);
 	return found ? 0 : -1;
+}
+
+/* Whether the process has a dynamic loader (AT_BASE in its auxiliary
+ * vector): 1, 0 (static), or -1 if its auxv could not be read. */
+static int has_interpreter(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	uint64_t av[128];
+	ssize_t n = read(fd, av, sizeof(av));
+	close(fd);
+	if (n <= 0)
+		return -1;
+	for (size_t i = 0; i + 1 < (size_t)n / 8; i += 2) {
+		if (av[i] == AT_NULL)
+			break;
+		if (av[i] == AT_BASE)
+			return av[i + 1] != 0;
+	}
+	return 0;
+}
+
+int pyproc_wait_loaded(struct pyproc *p, int timeout_ms, double *waited_ms, char *err, size_t errlen)
+{
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	char path[4096], file[4200];
+	uint64_t bias;
+	for (;;) {
+		if (pyproc_object(p->pid, "/libc.so.6", path, sizeof(path), file, sizeof(file), &bias) == 0 ||
+		    has_interpreter(p->pid) != 1)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double ms = (double)(now.tv_sec - t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t0.tv_nsec) / 1e6;
+		if (ms > timeout_ms) {
+			snprintf(err, errlen,
+				 "process %d is still starting: its dynamic loader had not mapped its libraries after "
+				 "%.1f s; nothing was changed in it, try again",
+				 (int)p->pid, timeout_ms / 1000.0);
+			return -1;
+		}
+		if (kill(p->pid, 0) && errno == ESRCH) {
+			snprintf(err, errlen, "no process %d (it exited while starting)", (int)p->pid);
+			return -1;
+		}
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (waited_ms)
+		*waited_ms += (double)(now.tv_sec - t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t0.tv_nsec) / 1e6;
+	return 0;
 }
 
 int pyproc_python(struct pyproc *p, const char *dir, char *err, size_t errlen)

@@ -34,6 +34,15 @@ struct pyproc {
 int pyproc_open(struct pyproc *p, pid_t pid, char *err, size_t errlen);
 void pyproc_close(struct pyproc *p);
 
+/* A process caught just after its exec runs its dynamic loader for a
+ * moment before the loader has mapped its libraries (libpython, the C
+ * library). Waits, up to timeout_ms, until a dynamically linked process
+ * has its C library mapped (the loader maps libpython before it); adds
+ * the time waited to *waited_ms. Returns 0, or -1 with err when the
+ * loader was still at it when the time ran out. A static executable is
+ * never waited for. */
+int pyproc_wait_loaded(struct pyproc *p, int timeout_ms, double *waited_ms, char *err, size_t errlen);
+
 /* Finds the CPython in the process (version, _PyRuntime and core types)
  * and loads the reader built for that version from agent_dir. Returns 0,
  * or -1 with err (not Python, unsupported version, no reader build and the
