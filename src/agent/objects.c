@@ -37,6 +37,7 @@
 #include "shm/shm.h"
 #include "common/format.h"
 #include "objects-internal.h"
+#include "audit.h"
 
 /* CPython's stable allocator API (pymem.h), declared here because the
  * core is built without Python's headers. */
@@ -588,6 +589,7 @@ static int objects_audit(const char *event, void *args, void *data)
 {
 	(void)args;
 	(void)data;
+	audit_event(event);
 	if (!agent.active || !agent.cfg.objects)
 		return 0;
 	if (atomic_load_explicit(&agent.sampling, memory_order_relaxed) &&
@@ -607,7 +609,6 @@ int objects_fresh(void)
 	return agent.objtab ? 0 : -1;
 }
 
-static int (*add_audit_hook)(int (*)(const char *, void *, void *), void *);
 static int (*gil_check)(void);
 
 /* Whether this thread holds the GIL (an agent loaded into a running
@@ -624,7 +625,7 @@ static int gil_held(void)
 static int late_setup(void *arg)
 {
 	(void)arg;
-	if (add_audit_hook(objects_audit, NULL) == 0)
+	if (audit_add(objects_audit, NULL) == 0)
 		objects_sync();
 	return 0;
 }
@@ -633,11 +634,10 @@ int objects_setup(void)
 {
 	*(void **)&get_allocator = dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
 	*(void **)&set_allocator = dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
-	*(void **)&add_audit_hook = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
 	*(void **)&gil_check = dlsym(RTLD_DEFAULT, "PyGILState_Check");
 	int (*pending)(int (*)(void *), void *);
 	*(void **)&pending = dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
-	if (!get_allocator || !set_allocator || !add_audit_hook || !agent_py->obj_type || !agent_py->type_name)
+	if (!get_allocator || !set_allocator || !dlsym(RTLD_DEFAULT, "PySys_AddAuditHook") || !agent_py->obj_type || !agent_py->type_name)
 		return -1;
 	if (!agent.objtab && objects_fresh())
 		return -1;
@@ -651,7 +651,7 @@ int objects_setup(void)
 	 * which need it. */
 	atomic_store(&awaiting, agent.by_tid && agent.standby ? mono_ns() : 0);
 	if (!agent.by_tid || gil_held())
-		return add_audit_hook(objects_audit, NULL) == 0 ? 0 : -1;
+		return audit_add(objects_audit, NULL) == 0 ? 0 : -1;
 	return pending && pending(late_setup, NULL) == 0 ? 0 : -1;
 }
 

@@ -20,6 +20,7 @@
 #include "shm/agent.h"
 #include "shm/link.h"
 #include "pymodule.h"
+#include "audit.h"
 
 /* ---- loading --------------------------------------------------------------- */
 
@@ -183,9 +184,9 @@ void layout_decide(void)
 
 static int layout_audit(const char *event, void *args, void *data)
 {
-	(void)event;
 	(void)args;
 	(void)data;
+	audit_event(event);
 	if (atomic_load_explicit(&agent.layout, memory_order_relaxed) == LAYOUT_PENDING)
 		layout_decide();
 	return 0;
@@ -194,10 +195,8 @@ static int layout_audit(const char *event, void *args, void *data)
 /* Arms the check; -1 if it cannot be (the module is then refused). */
 int layout_arm(void)
 {
-	int (*add)(int (*)(const char *, void *, void *), void *) =
-		(int (*)(int (*)(const char *, void *, void *), void *))dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
-	if (!add)
+	if (!dlsym(RTLD_DEFAULT, "PySys_AddAuditHook"))
 		return -1;
 	atomic_store(&agent.layout, LAYOUT_PENDING);
-	return add(layout_audit, NULL) == 0 ? 0 : -1;
+	return audit_add(layout_audit, NULL);
 }

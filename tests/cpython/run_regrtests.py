@@ -141,6 +141,9 @@ OBJECTS = [
     ("test_sqlite3", ["test_sqlite3"], "SQLite's allocations, its callbacks into Python (2 s)"),
     ("test_capi", ["test_capi"],
      "the allocator API itself: PyMem_SetAllocator, the debug hooks, pymem domains (5 s)"),
+    ("test_asyncio", ["test_base_events"],
+     "the event loop's base; its test_env_var_debug runs a child in development mode (-X dev: the debug "
+     "allocator hooks, which aborted at exit a program whose audit hook strata added early) (3 s)"),
 ]
 OPTIONAL |= {"test_sqlite3", "test_capi"}
 

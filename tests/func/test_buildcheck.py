@@ -222,13 +222,18 @@ def other_patch(version):
     return "%s.%s.%d" % (major, minor, int(micro) + 100)
 
 
-def test_other_patch_checked_and_accepted(python, tmp_path):
+@pytest.mark.parametrize("malloc", ["", "debug"])
+def test_other_patch_checked_and_accepted(python, tmp_path, malloc):
     """Only a module built for another patch release: it is loaded, checked
-    on the first live frame, and the profile is as usual."""
+    on the first live frame, and the profile is as usual. With the debug
+    allocator hooks too: the check's audit hook, added before the
+    interpreter starts, must not abort the program at its exit."""
     if python.minor >= (3, 13):
         pytest.skip("3.13+ is checked against _Py_DebugOffsets (above)")
     d = agent_dir_with(tmp_path, python.version, other_patch(python.version))
     env = dict(os.environ, STRATA_AGENT_DIR=str(d))
+    if malloc:
+        env["PYTHONMALLOC"] = malloc
     out = tmp_path / "ok.strata"
     r = strata("record", "-o", out, "--", python.exe, PROGRAMS / "split.py", env=env)
     assert r.returncode == 0, r.stderr

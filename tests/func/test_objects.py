@@ -355,6 +355,24 @@ def test_program_hooks_the_allocator_itself(python, record):
     assert 400_000 <= a1 + a3 <= 600_000, (a1, a3)
 
 
+@pytest.mark.parametrize("how", ["PYTHONMALLOC=debug", "PYTHONDEVMODE=1"])
+def test_debug_allocator_hooks(python, record, how):
+    """A program run with CPython's debug allocator hooks (PYTHONMALLOC=debug,
+    or development mode: -X dev) ends as it does without strata: strata's
+    audit hook, added before the interpreter starts, has its list entry from
+    libc's malloc, which the debug hooks would refuse to free at exit and
+    abort the process ("bad ID"). Its allocations are sampled as usual,
+    through the debug hooks."""
+    import os
+    k, v = how.split("=")
+    r = record(python.require(), "objects.py", "dicts", opts=list(RATE), env=dict(os.environ, **{k: v}))
+    assert r.returncode == 0 and "bad ID" not in r.stderr, r.stderr[-3000:]
+    assert r.stdout.strip() == "done", r.stdout
+    rep = r.report("--type", "dict")
+    a3, a1 = total(rep, "three", "alloc-objects"), total(rep, "one", "alloc-objects")
+    assert abs(100.0 * a3 / (a3 + a1) - 75) <= 7, (a3, a1)
+
+
 def test_fork_child_counts_its_own(python, record):
     """A forked child's allocations are its own, under its pid; the
     parent's are the parent's (the child inherits the hooks, not the
