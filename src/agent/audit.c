@@ -23,20 +23,11 @@
  * assumed but the entry's { next, hook, data } (every CPython 3.8-3.15).
  */
 #include "audit.h"
+#include "pymem.h"
 
 #include <dlfcn.h>
 #include <stddef.h>
 #include <string.h>
-
-/* CPython's allocator record (pymem.h's PyMemAllocatorEx). */
-struct rawalloc {
-	void *ctx;
-	void *(*malloc)(void *ctx, size_t size);
-	void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
-	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
-	void (*free)(void *ctx, void *ptr);
-};
-#define DOMAIN_RAW 0
 
 #define MAX_EARLY 4
 static struct {
@@ -44,10 +35,10 @@ static struct {
 	void *data;
 } early[MAX_EARLY];
 static int nearly;
-static struct rawalloc early_raw; /* the raw allocator they came from */
-static struct rawalloc below;     /* what the guard passes calls to */
-static void (*get_allocator)(int domain, struct rawalloc *out);
-static void (*set_allocator)(int domain, struct rawalloc *in);
+static pymem_alloc early_raw; /* the raw allocator they came from */
+static pymem_alloc below;     /* what the guard passes calls to */
+static pymem_get_fn get_allocator;
+static pymem_set_fn set_allocator;
 
 int audit_add(audit_hook_fn fn, void *data)
 {
@@ -59,7 +50,7 @@ int audit_add(audit_hook_fn fn, void *data)
 		return -1;
 	if (initialized && !initialized() && get_allocator && set_allocator && nearly < MAX_EARLY) {
 		if (!nearly)
-			get_allocator(DOMAIN_RAW, &early_raw);
+			get_allocator(PYMEM_DOMAIN_RAW, &early_raw);
 		early[nearly].fn = fn;
 		early[nearly].data = data;
 		nearly++;
@@ -106,14 +97,14 @@ static void g_free(void *ctx, void *p)
 static void guard_early(void)
 {
 	static int done;
-	struct rawalloc now;
-	get_allocator(DOMAIN_RAW, &now);
+	pymem_alloc now;
+	get_allocator(PYMEM_DOMAIN_RAW, &now);
 	if (done || (now.free == early_raw.free && now.ctx == early_raw.ctx))
 		return; /* the allocator they came from frees them */
 	done = 1;
 	below = now;
-	struct rawalloc guard = { NULL, g_malloc, g_calloc, g_realloc, g_free };
-	set_allocator(DOMAIN_RAW, &guard);
+	pymem_alloc guard = { NULL, g_malloc, g_calloc, g_realloc, g_free };
+	set_allocator(PYMEM_DOMAIN_RAW, &guard);
 }
 
 void audit_event(const char *event)

@@ -38,19 +38,12 @@
 #include "common/format.h"
 #include "objects-internal.h"
 #include "audit.h"
+#include "pymem.h"
 
-/* CPython's stable allocator API (pymem.h), declared here because the
- * core is built without Python's headers. */
-typedef struct {
-	void *ctx;
-	void *(*malloc)(void *ctx, size_t size);
-	void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
-	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
-	void (*free)(void *ctx, void *ptr);
-} pymem_alloc;
+_Static_assert(D_RAW == PYMEM_DOMAIN_RAW, "objects-internal.h's domains are CPython's");
 
-static void (*get_allocator)(int domain, pymem_alloc *out);
-static void (*set_allocator)(int domain, pymem_alloc *in);
+static pymem_get_fn get_allocator;
+static pymem_set_fn set_allocator;
 static pymem_alloc orig[D_N];  /* what each hook calls */
 static pymem_alloc ours[D_N];
 static int installed;          /* changed with the GIL held only */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/elfsect.h"
+#include "ptstop.h"
 
 const char *proc_status_field(pid_t pid, const char *key, char *out, size_t n)
 {
@@ -387,17 +388,12 @@ static int has_interpreter(pid_t pid)
 
 int pyproc_wait_loaded(struct pyproc *p, int timeout_ms, double *waited_ms, char *err, size_t errlen)
 {
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = ptstop_now_ns();
 	char path[4096], file[4200];
 	uint64_t bias;
-	for (;;) {
-		if (pyproc_object(p->pid, "/libc.so.6", path, sizeof(path), file, sizeof(file), &bias) == 0 ||
-		    has_interpreter(p->pid) != 1)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		double ms = (double)(now.tv_sec - t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t0.tv_nsec) / 1e6;
-		if (ms > timeout_ms) {
+	while (pyproc_object(p->pid, "/libc.so.6", path, sizeof(path), file, sizeof(file), &bias) != 0 &&
+	       has_interpreter(p->pid) == 1) {
+		if (ptstop_now_ns() - t0 > (uint64_t)timeout_ms * 1000000u) {
 			snprintf(err, errlen,
 				 "process %d is still starting: its dynamic loader had not mapped its libraries after "
 				 "%.1f s; nothing was changed in it, try again",
@@ -411,9 +407,8 @@ int pyproc_wait_loaded(struct pyproc *p, int timeout_ms, double *waited_ms, char
 		struct timespec ts = { 0, 5 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (waited_ms)
-		*waited_ms += (double)(now.tv_sec - t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t0.tv_nsec) / 1e6;
+		*waited_ms += (double)(ptstop_now_ns() - t0) / 1e6;
 	return 0;
 }
 
