@@ -89,6 +89,7 @@ void wall_wake(void);
 
 /* scan.c: threads a dlopen'ed agent's wrapper never saw. */
 void threads_scan(void);
+void scan_note_ended(const struct tslot *s); /* caller holds reg_lock */
 
 /* jit-poll.c (the listener API is jit.h) */
 struct wbuf;

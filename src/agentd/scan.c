@@ -10,6 +10,14 @@
  * unavailable, only threads running at load (registered by the target
  * itself) and threads the Python module's thread hook registers are
  * sampled.
+ *
+ * A thread that registered itself and has run its end hook can still be
+ * listed for a while (Python's thread hook runs before the thread's own
+ * teardown). Its slot is gone from the tid table by then, and the writer
+ * may already have freed it: the scan must not take it for a new thread,
+ * or its samples would go to a second announcement under its comm. The
+ * writer notes each such thread it retires (scan_note_ended), with the
+ * start time a scan saw it with, and the scan skips what is noted.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -30,6 +38,44 @@ static unsigned long long task_starttime(pid_t tid)
 	const char *rp = procstat_read(path, buf, sizeof(buf));
 	const char *f = rp ? procstat_field(rp, 22) : NULL;
 	return f ? strtoull(f, NULL, 10) : 0;
+}
+
+/* Self-registered threads retired while the scan runs, until a scan no
+ * longer lists them. Guarded by reg_lock. `start` 0: retired before any
+ * scan saw it; the first scan that lists the tid fills it in. */
+#define ENDED_MAX 256
+static struct {
+	pid_t tid;
+	unsigned long long start;
+	uint32_t gen;
+} ended[ENDED_MAX];
+static unsigned ended_next;
+static _Atomic uint32_t scan_now; /* the current (or last) scan's number */
+
+void scan_note_ended(const struct tslot *s)
+{
+	if (s->external)
+		return;
+	unsigned i = ended_next++ % ENDED_MAX;
+	ended[i].tid = s->tid;
+	ended[i].start = s->proc_start;
+	ended[i].gen = atomic_load(&scan_now);
+}
+
+/* Whether tid, started at st, is a self-registered thread that has ended
+ * (noted above, or its slot not yet retired). Caller holds reg_lock. */
+static int ended_self(pid_t tid, unsigned long long st, uint32_t gen)
+{
+	for (unsigned i = 0; i < ENDED_MAX; i++)
+		if (ended[i].tid == tid && (!ended[i].start || ended[i].start == st)) {
+			ended[i].start = st;
+			ended[i].gen = gen;
+			return 1;
+		}
+	for (struct tslot *s = agent.slots; s; s = s->next)
+		if (s->tid == tid && !s->external && atomic_load(&s->exited) && (!s->proc_start || s->proc_start == st))
+			return 1;
+	return 0;
 }
 
 static void register_external(pid_t tid, unsigned long long start, uint32_t gen)
@@ -100,11 +146,10 @@ static void retire_external(struct tslot *s)
 
 void threads_scan(void)
 {
-	static uint32_t gen;
+	uint32_t gen = atomic_fetch_add(&scan_now, 1) + 1;
 	/* After an exec the threads listed are the new program's. */
 	if (agentd_target_gone())
 		return;
-	gen++;
 	char dir[64];
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)agent.pid);
 	DIR *d = opendir(dir);
@@ -119,6 +164,8 @@ void threads_scan(void)
 		struct tslot *s = slot_by_tid(tid);
 		if (s && (!s->external || s->proc_start == st)) {
 			s->scan_gen = gen;
+			if (!s->external && !s->proc_start)
+				s->proc_start = st;
 			continue;
 		}
 		if (s) {
@@ -129,12 +176,21 @@ void threads_scan(void)
 			retire_external(s);
 			reg_unlock();
 		}
-		if (st)
+		if (!st)
+			continue;
+		reg_lock();
+		int skip = !s && ended_self(tid, st, gen);
+		reg_unlock();
+		if (!skip)
 			register_external(tid, st, gen);
 	}
 	closedir(d);
-	/* Threads found earlier and gone now. */
+	/* Threads found earlier and gone now; ended threads noted before this
+	 * scan and no longer listed are forgotten (their tid may come back). */
 	reg_lock();
+	for (unsigned i = 0; i < ENDED_MAX; i++)
+		if (ended[i].tid && ended[i].gen != gen)
+			ended[i].tid = 0;
 	drop_taken();
 	for (struct tslot *s = agent.slots; s; s = s->next)
 		if (s->external && s->scan_gen != gen && !atomic_load(&s->exited))

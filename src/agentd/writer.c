@@ -346,6 +346,8 @@ void drain_all(void)
 				rec_put_thread_end(&W.recs, &te);
 			atomic_fetch_add(&agent.retired_samples, te.samples);
 			atomic_fetch_add(&agent.retired_dropped, te.dropped);
+			if (agent.by_tid)
+				scan_note_ended(s);
 			*pp = s->next;
 			helper_slot_release(s);
 			slot_free(s);

@@ -168,3 +168,26 @@ def test_package_elsewhere(debian_python, tmp_path):
     r = run([debian_python.exe, "-m", "strata", "-o", tmp_path / "pm.strata", PROGRAMS / "split.py", "0.5"], env)
     assert r.returncode == 0, r.stderr
     assert "heavy" in names(report(tmp_path / "pm.strata"))
+
+
+@pytest.mark.edge_pythons
+def test_ended_thread_still_listed(python, tmp_path):
+    """A thread that has ended for strata but lingers in the kernel's list
+    (its exit held by a later thread destructor) is not found again by the
+    helper's thread scan: its samples keep its name, and the recording
+    announces it once."""
+    so = tmp_path / "linger.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-pthread", "-o", str(so),
+                    str(PROGRAMS / "native" / "linger.c")], check=True)
+    out = tmp_path / "l.strata"
+    r = run([python.exe, PROGRAMS / "linger.py", out, "500"], clean_env(LINGER_SO=str(so)))
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    rep = report(out)
+    tids = [t["tid"] for t in rep["threads"] if t["name"] == "lingering"]
+    assert len(tids) == 1, rep["threads"]
+    named = [t for t in rep["threads"] if t["tid"] == tids[0]]
+    assert len(named) == 1 and named[0]["samples"] > 30, rep["threads"]
+    d = strata("dump", out)
+    assert d.returncode == 0, d.stderr
+    announced = [l for l in d.stdout.splitlines() if re.search(r"\] thread tid=%d\b" % tids[0], l)]
+    assert len(announced) == 1, announced
