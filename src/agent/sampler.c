@@ -330,8 +330,13 @@ int sample_signal_dispatch(int sig, siginfo_t *si, void *uc)
 			errno = saved_errno;
 			return 1;
 		}
-		if (s && !atomic_exchange(&s->wall_pending, 0))
+		/* The ticks since this thread's last wall sample (wall.c):
+		 * more than one when it waited for a CPU meanwhile. */
+		int ticks = s ? atomic_exchange(&s->wall_pending, 0) : 0;
+		if (ticks <= 0)
 			s = NULL;
+		else
+			weight = (uint32_t)ticks;
 	}
 	/* A late signal of an event or timer we no longer match (stopped,
 	 * detached, a thread's slot renewed, its fd closed under a pending

@@ -281,7 +281,11 @@ static void *wall_main(void *arg)
 				continue;
 			int run = thread_running(s);
 			if (run != 0) {
-				atomic_store(&s->wall_pending, 1);
+				/* Counted, not set: a thread waiting for a CPU
+				 * takes one signal for all the ticks it waited
+				 * (a standard signal is pending at most once), and
+				 * its handler weighs that sample by the count. */
+				atomic_fetch_add(&s->wall_pending, 1);
 				siginfo_t si;
 				memset(&si, 0, sizeof(si));
 				si.si_signo = SIGPROF;

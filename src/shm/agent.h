@@ -134,7 +134,7 @@ struct tslot {
 	_Atomic int helper_trigger;
 	int trigger_failed;          /* helper: the open failed (its errno), not retried */
 	int stat_fd;                 /* helper: /proc/PID/task/TID/stat (wall mode) */
-	_Atomic int wall_pending;    /* the wall sampler sent us a signal */
+	_Atomic int wall_pending;    /* wall ticks that signalled us since our last sample */
 
 	/* handler state */
 	volatile sig_atomic_t in_handler;

@@ -2,7 +2,9 @@
 each blocked sample says why its thread waits, from the thread's system
 call and the interpreter's GIL. Known answers: threads that each block one
 way for the whole run, and threads that take turns on the GIL."""
-from conftest import strata
+import pytest
+
+from conftest import func_row, strata
 
 
 def test_why_threads_wait(python, record):
@@ -29,3 +31,22 @@ def test_why_threads_wait(python, record):
     assert text.returncode == 0, text.stderr
     lines = [l for l in text.stdout.splitlines() if l.rstrip().endswith("burner-0")]
     assert lines and " GIL " in lines[0], text.stdout
+
+
+@pytest.mark.edge_pythons
+def test_waiting_for_a_cpu(python, record):
+    """Wall mode counts the time a running thread waits for a CPU: pinned
+    beside two busy loops on one CPU, burn() gets samples for its wall
+    time, about three times its CPU time (one signal reaches a thread that
+    waited several ticks; its sample counts them all). Without that
+    weight it got about 72% of them."""
+    res = record(python, "cpu_wait.py", "1.5", opts=["--mode", "wall", "-F", "200"])
+    assert res.returncode == 0, res.stderr
+    words = dict(w.split("=") for w in res.stdout.split()[1:])
+    wall, cpu = float(words["wall"]), float(words["cpu"])
+    if cpu > 0.8 * wall:
+        pytest.skip("the busy loop took little of the CPU (%.2f s on it of %.2f s)" % (cpu, wall))
+    burn = func_row(res.report(), "burn")["total"]
+    # 200 Hz: within 12% of the wall time, and clearly more than the CPU time.
+    assert 0.88 * wall * 200 <= burn <= 1.12 * wall * 200, (burn, wall, cpu)
+    assert burn >= 1.3 * cpu * 200, (burn, wall, cpu)
