@@ -346,3 +346,29 @@ def func_row(report, name, file=None):
 
 def share(report, name, key="self"):
     return func_row(report, name)[key] / report["samples"]
+
+
+def burned(stdout, clock):
+    """heavy's and light's time in burn() that async_tasks.py measured and
+    printed, by the "wall" or the "cpu" clock."""
+    line = [l for l in stdout.splitlines() if l.startswith("burned ")]
+    assert line, "async_tasks.py printed no times: %r" % stdout[-500:]
+    words = line[-1].split()
+    at = words.index(clock)
+    return tuple(float(w.split("=")[1]) for w in words[at + 1:at + 3])
+
+
+def assert_split(got, want, what):
+    """Samples got = (a, b) split as the times want = (a, b) the program
+    measured in the same run: within three standard deviations of
+    sampling's chance at this many samples, plus 2 points (what runs between the
+    measured parts). Measured, not
+    assumed, because under load a program preempted in one part takes
+    more wall time there than its work alone says."""
+    a, b = got
+    n = a + b
+    assert a > 0 and b > 0, "%s: %s:%s samples" % (what, a, b)
+    p = want[0] / (want[0] + want[1])
+    tol = 3 * (p * (1 - p) / n) ** 0.5 + 0.02
+    assert abs(a / n - p) <= tol, "%s: %s:%s samples (%.1f%%), the program measured %.1f%% +- %.1f" % (
+        what, a, b, 100.0 * a / n, 100.0 * p, 100.0 * tol)
