@@ -135,10 +135,14 @@ def test_gc_not_in_other_thread(python, record):
     rows = stacks(res.path)
     hashing = [(f, c) for f, c in rows if any(x.at("hasher", PROG) for x in f)]
     n = sum(c for _, c in hashing)
-    assert n > 100, n
-    assert sum(c for f, c in hashing if any(x.label == "[gc]" for x in f)) <= max(2, 0.01 * n), hashing[:5]
     total, gc, _ = gc_split(rows, "cycles")
     assert gc > 0.3 * total, (gc, total)
+    # The hasher gets what CPU the machine leaves it while the main thread
+    # runs (93 samples under CI's load, a few hundred on an idle machine). 40 are enough: were the
+    # main thread's collection marked on every thread, more than 30% of
+    # them would carry [gc] (12 expected; 2 or fewer by chance: p = 1e-4).
+    assert n >= 40, n
+    assert sum(c for f, c in hashing if any(x.label == "[gc]" for x in f)) <= max(2, 0.01 * n), hashing[:5]
 
 
 def test_gc_finalizers(python, record):
