@@ -14,6 +14,10 @@ and each round is a few sampling periods long, so a share is hardly
 sampling noise: on the loaded 2-core test machine steady's time ratio
 stayed within 1% of 1 and grow's within 3% of 2 (cpu mode, 60 rounds,
 about 2.3 s of CPU each), against the tolerances of 0.1 and 0.2 below.
+Those are taken around the ratios the two runs measured themselves
+(diffapp prints each kernel's CPU time): the work is 2:1, but under a
+fresh clone's `make check` the CPU time it took once came out further
+apart than the tolerance (grow 1.78).
 
 These do not depend on the interpreter's version: Debian's Python only.
 """
@@ -35,7 +39,10 @@ FLAMEGRAPH = Path("/usr/share/perl5/Devel/NYTProf/flamegraph.pl")
 
 
 class Runs:
-    pass
+    def want(self, fn):
+        """fn's ratio new/base of CPU time, as the two runs measured it:
+        2, 1 and 0.5 by their work, and what the machine made of it."""
+        return self.spent_new[fn] / self.spent_base[fn]
 
 
 def _checkout(dest):
@@ -52,6 +59,13 @@ def _record(py, co, out, args, env=None, pass_fds=()):
 def _wait(proc, what):
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, "%s: exit %d\n%s%s" % (what, proc.returncode, out, err)
+    return out
+
+
+def _spent(out):
+    """The kernels' CPU times diffapp printed."""
+    line = [l for l in out.splitlines() if l.startswith("cpu ")][-1]
+    return {k: float(v) for k, v in (w.split("=") for w in line.split()[1:])}
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +87,8 @@ def runs(tmp_path_factory):
     os.write(a_w, b"t")  # base goes first
     for fd in (a_r, a_w, b_r, b_w):
         os.close(fd)
-    _wait(pb, "base")
-    _wait(pn, "new")
+    r.spent_base = _spent(_wait(pb, "base"))
+    r.spent_new = _spent(_wait(pn, "new"))
     # A wall-mode run, and a version where grow was renamed.
     r.wall = root / "wall.strata"
     _wait(subprocess.Popen([str(STRATA), "record", "-q", "--mode", "wall", "-o", str(r.wall), "--", str(py),
@@ -144,9 +158,9 @@ def test_time_ratio_known_answer(runs):
     for fn in ("grow", "steady", "shrink"):
         assert rows[fn]["status"] == "changed", rows[fn]
         assert rows[fn]["kind"] == "python"
-    assert abs(rows["grow"]["ratio"] - 2.0) <= 0.2, rows["grow"]
-    assert abs(rows["steady"]["ratio"] - 1.0) <= 0.1, rows["steady"]
-    assert abs(rows["shrink"]["ratio"] - 0.5) <= 0.1, rows["shrink"]
+    assert abs(rows["grow"]["ratio"] - runs.want("grow")) <= 0.2, (rows["grow"], runs.spent_base, runs.spent_new)
+    assert abs(rows["steady"]["ratio"] - runs.want("steady")) <= 0.1, (rows["steady"], runs.spent_base, runs.spent_new)
+    assert abs(rows["shrink"]["ratio"] - runs.want("shrink")) <= 0.1, (rows["shrink"], runs.spent_base, runs.spent_new)
     # Amounts are samples times the period (1 ms at 1000 Hz).
     g = rows["grow"]
     assert g["value_new"] == pytest.approx(g["new"]["self"] * d["new"]["scale"])
@@ -161,8 +175,9 @@ def test_share_known_answer(runs):
     rows = rows_by_name(d)
     assert d["rows"][0]["name"] == "grow"
     assert 18 <= rows["grow"]["points"] <= 32, rows["grow"]
-    assert abs(rows["grow"]["ratio"] - 2.0) <= 0.2
-    assert abs(rows["steady"]["ratio"] - 1.0) <= 0.1, rows["steady"]
+    # Shares: each run's total work is the same, so their ratio is the time's.
+    assert abs(rows["grow"]["ratio"] - runs.want("grow")) <= 0.2, (rows["grow"], runs.spent_base, runs.spent_new)
+    assert abs(rows["steady"]["ratio"] - runs.want("steady")) <= 0.1, rows["steady"]
     assert abs(rows["steady"]["points"]) < 2.5
     # Both values, as percentages of each one's own samples.
     assert rows["grow"]["new"]["self_pct"] == pytest.approx(100 * rows["grow"]["value_new"])
@@ -174,12 +189,13 @@ def test_by_line_and_file(runs):
     d = diff_json("--by", "line", runs.base, runs.new)
     top = d["rows"][0]
     assert (top["name"], top["line"]) == ("grow", runs.body["grow"]), top
-    assert abs(top["ratio"] - 2.0) <= 0.2
+    assert abs(top["ratio"] - runs.want("grow")) <= 0.2, (top, runs.spent_base, runs.spent_new)
     d = diff_json("--by", "file", "-n", "0", runs.base, runs.new)
     k = [r for r in d["rows"] if r["name"].endswith("diffapp/work/kernels.py")]
     assert len(k) == 1, [r["name"] for r in d["rows"]]
     # The work moved between functions of one file: the file stays.
-    assert abs(k[0]["ratio"] - 1.0) <= 0.1, k[0]
+    total = sum(runs.spent_new.values()) / sum(runs.spent_base.values())
+    assert abs(k[0]["ratio"] - total) <= 0.1, (k[0], runs.spent_base, runs.spent_new)
 
 
 def test_text_table(runs):
@@ -313,8 +329,8 @@ def test_collapsed_diff_through_flamegraph(runs):
         counts[leaf] = (int(b), int(n))
     grow = counts["grow (%s:%d)" % (runs.new_co / "work" / "kernels.py", runs.body["grow"])]
     steady = counts["steady (%s:%d)" % (runs.new_co / "work" / "kernels.py", runs.body["steady"])]
-    assert abs(grow[1] / grow[0] - 2.0) <= 0.2, grow
-    assert abs(steady[1] / steady[0] - 1.0) <= 0.1, steady
+    assert abs(grow[1] / grow[0] - runs.want("grow")) <= 0.2, (grow, runs.spent_base, runs.spent_new)
+    assert abs(steady[1] / steady[0] - runs.want("steady")) <= 0.1, steady
     if not FLAMEGRAPH.exists():
         pytest.fail("flamegraph.pl is not installed (Debian package libdevel-nytprof-perl; scripts/deps.sh)")
     r = subprocess.run(["perl", str(FLAMEGRAPH), str(out)], capture_output=True, timeout=300)
@@ -358,7 +374,7 @@ def test_html_diff_in_chromium(runs, tmp_path):
         assert is_red(d["grow"]["pixel"]), (view, d["grow"])
         assert is_neutral(d["steady"]["pixel"]), (view, d["steady"])
         assert is_blue(d["shrink"]["pixel"]), (view, d["shrink"])
-        assert abs(d["grow"]["selfNew"] / d["grow"]["selfBase"] - 2.0) <= 0.2
+        assert abs(d["grow"]["selfNew"] / d["grow"]["selfBase"] - runs.want("grow")) <= 0.2, d["grow"]
     # Both numbers on hover, and the thread selector keeps comparing.
     assert "new :" in b["tooltip"] and "base:" in b["tooltip"] and "change: +" in b["tooltip"], b["tooltip"]
     assert b["diffState"]["diff"]["baseThreads"] == 1
