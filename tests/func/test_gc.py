@@ -154,7 +154,7 @@ def test_gc_finalizers(python, record):
     finalizer's (docs/native.md)."""
     fin = marker_line(PROG, "# FINALIZER")
     native = python.minor < (3, 15) and not python.id.startswith("debian")
-    res = record(python, PROG, "150000", "--finalizers", opts=["--native"] if native else [])
+    res = record(python, PROG, "400000", "--finalizers", opts=["--native"] if native else [])
     assert res.returncode == 0, res.stderr
     rows = stacks(res.path)
     in_del = [(f, c) for f, c in rows if any(x.at("Finalized.__del__", PROG) or x.at("__del__", PROG) for x in f)
