@@ -25,7 +25,7 @@ import time
 
 from work import kernels
 
-UNIT = 250_000  # loop iterations per unit of work: about 10 ms, several sampling periods
+UNIT = 0.010  # CPU seconds per unit of work: several sampling periods
 
 SPENT = {"grow": 0.0, "steady": 0.0, "shrink": 0.0}
 
