@@ -13,9 +13,9 @@ through two pipes), so whatever else the machine does falls on both alike,
 and each round is a few sampling periods long, so a share is hardly
 sampling noise. Each kernel runs for the CPU time it is given (10 ms a
 unit; 60 rounds, 2.4 s of CPU a run), so the sample counts do not depend
-on the machine's speed: with a fixed number of iterations a fresh clone's
-runs once took grow's work 1.78 times as long, not 2, and on a faster day
-too few samples. The ratios are checked against the CPU time each kernel
+on the machine's speed (with a fixed number of iterations, a faster day
+gave too few samples). A fresh clone once saw grow's ratio at 1.78, cause
+not found, so the ratios are checked against the CPU time each kernel
 took as the runs measured it (diffapp prints it), within 0.1 (steady) and
 0.2 (grow).
 
