@@ -25,7 +25,7 @@ from test_native import Frame, INTERP_RE, marker_line
 
 PROG = PROGRAMS / "gc_cycles.py"
 ALLOC_LINES = {i for i, ln in enumerate(PROG.read_text().splitlines(), 1) if ln.rstrip().endswith("# ALLOC")}
-N = "1000000"
+N = "2000000"  # about 0.4 s of cycles() on Debian 3.11 on a fast day: 150 samples with room
 # Samples in cycles() that the profile may put elsewhere than the measured
 # share says: sampling noise on a busy 2-core machine, plus the few
 # allocations' worth of the collector's own entry and exit that
