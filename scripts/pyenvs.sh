@@ -6,6 +6,12 @@
 # system interpreters: everything goes under .venvs/<version>/
 # ($STRATA_VENVS, as for the tests, else .venvs of this checkout).
 #
+# A checkout with no .venvs of its own gets a link to the machine's cache,
+# /var/cache/strata/venvs (when it can be written: root), like the sid root
+# and the Collector: a new clone's `make check` reuses what an earlier one
+# installed instead of spending minutes installing it again. Runs from two
+# checkouts at once take turns here (flock).
+#
 #   scripts/pyenvs.sh            create/update the virtualenvs that are missing
 #
 # and .venvs/pytest/<version> with pytest and pytest-timeout for every
@@ -26,9 +32,17 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 failed=""
 root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+if [ -z "${STRATA_VENVS:-}" ] && [ ! -e .venvs ] && [ ! -L .venvs ]; then
+	cache=/var/cache/strata/venvs
+	if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ]; then
+		ln -s "$cache" .venvs
+	fi
+fi
 venvs=${STRATA_VENVS:-.venvs}
 EXTRAS="uvloop aiohttp"
 mkdir -p "$venvs"
+exec 9>>"$venvs/.lock"
+flock 9 2>/dev/null || true
 for py in "$root"/versions/*/bin/python; do
 	[ -x "$py" ] || continue
 	ver=$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) || continue
