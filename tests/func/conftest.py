@@ -19,7 +19,8 @@ in sid).
 
 Tests marked `edge_pythons` check something that does not depend on the
 interpreter's version (a terminal UI, an export format, perf counters, the
-control channel) or depends on another component's version (Numba's: the
+control channel, the process-level behaviour the agent's C code owns: fork,
+exec, death by a signal) or depends on another component's version (Numba's: the
 JIT tests then run under Debian's Numba 0.56 and PyPI's newest) with a
 Python program: they run under Debian's Python, the oldest and the newest
 pyenv version (debian-3.11, 3.8 and 3.13 here; every selected one in the

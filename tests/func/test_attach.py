@@ -34,6 +34,15 @@ def plain(python, *args, extra_env=None, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+def stoppable(tmp_path):
+    """For a program that ends early, as it would have ended, once the file
+    named by STOP_FILE exists (split.py, threads4.py): its environment, and
+    the file to create once the test has what it needs. Its duration stays
+    the upper bound that outlasts the attach on a loaded machine."""
+    stop = tmp_path / "stop"
+    return {"STOP_FILE": str(stop)}, stop
+
+
 def maps_agent(pid):
     return "libstrata-agent.so" in Path("/proc/%d/maps" % pid).read_text()
 
@@ -48,7 +57,8 @@ def test_attach_split(python, tmp_path):
     """record --pid on a plain split.py gets its 3:1 split; the agent stays
     loaded with sampling off, a second attach (ended by Ctrl-C) reuses it,
     and the program ends as it would have: no output, exit status 0."""
-    p = plain(python, PROGRAMS / "split.py", 8)
+    env, stop = stoppable(tmp_path)
+    p = plain(python, PROGRAMS / "split.py", 8, extra_env=env)
     try:
         time.sleep(0.3)
         assert not maps_agent(p.pid)
@@ -83,6 +93,7 @@ def test_attach_split(python, tmp_path):
         assert not LOADED_RE.search(err2), err2
         assert json.loads(strata("report", "--json", out2).stdout)["samples"] > 100
         assert Path("/proc/%d/maps" % p.pid).read_text().count("libstrata-agent.so") >= 1
+        stop.touch()
     finally:
         out, err = p.communicate(timeout=120)
     assert (p.returncode, out, err) == (0, "", ""), (p.returncode, out, err)
@@ -367,7 +378,8 @@ def test_attach_wall_mode(python, tmp_path):
     and every thread that existed before the attach is sampled at the
     rate, running or blocked; the blocked ones (found by a scan: read from
     outside by their kernel thread id) with their Python stacks."""
-    p = plain(python, PROGRAMS / "threads4.py", 12)
+    env, stop = stoppable(tmp_path)
+    p = plain(python, PROGRAMS / "threads4.py", 12, extra_env=env)
     try:
         time.sleep(0.5)
         out = tmp_path / "wall.strata"
@@ -394,6 +406,7 @@ def test_attach_wall_mode(python, tmp_path):
         assert func_row(data, "busy")["total"] > 300
         st = status(p.pid)
         assert st["mode"] == "wall" and st["sampling"] == "off", st
+        stop.touch()
     finally:
         out, err = p.communicate(timeout=120)
     assert (p.returncode, out, err) == (0, "", ""), (p.returncode, out, err)

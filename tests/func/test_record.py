@@ -247,6 +247,7 @@ def profile_whole(path):
     return json.loads(rep.stdout)
 
 
+@pytest.mark.edge_pythons
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("prog", ["behave_signals.py", "behave_fork.py", "behave_forkthread.py",
                                   "behave_forkwarn.py"])
@@ -356,6 +357,7 @@ def test_event_descriptors_are_the_documented_ones(python, record):
     assert same_output(r.stderr) == same_output(plain.stderr)
 
 
+@pytest.mark.edge_pythons
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_failed_exec_carries_on(python, record, mode):
     """A failed exec ends the stream and starts a continued one with a new
@@ -373,6 +375,7 @@ def test_failed_exec_carries_on(python, record, mode):
         assert func_row(data, name)["total"] > 0, name
 
 
+@pytest.mark.edge_pythons
 @pytest.mark.parametrize("sig", ["TERM", "HUP", "INT", "KILL"])
 def test_killed_by_signal_profile_whole(python, record, sig):
     """A process ended by a signal's default action dies exactly as without

@@ -1,21 +1,37 @@
-"""Four threads: two burn CPU, two sleep. Each has a known name."""
+"""Four threads: two burn CPU, two sleep. Each has a known name.
+
+Runs for SECONDS (argv[1], default 2), or until the file named by
+$STOP_FILE exists (looked for every 0.1 s: an attach test that has what it
+needs ends the program early, as it would have ended)."""
+import os
 import sys
 import threading
 import time
 
+STOP_FILE = os.environ.get("STOP_FILE")
+
+
+def stopped():
+    return STOP_FILE is not None and os.path.exists(STOP_FILE)
+
 
 def busy(seconds):
     end = time.time() + seconds
+    look = time.time() + 0.1
     s = 0
     while time.time() < end:
         for i in range(10_000):
             s += i
+        if STOP_FILE and time.time() >= look:
+            if stopped():
+                break
+            look = time.time() + 0.1
     return s
 
 
 def sleepy(seconds):
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and not stopped():
         time.sleep(0.05)
 
 
