@@ -140,6 +140,41 @@ def test_attach_while_loading(python, tmp_path):
     assert (q.returncode, o, e) == (0, "", ""), (q.returncode, o, e)
 
 
+@pytest.mark.edge_pythons
+def test_attach_while_starting_on_a_busy_cpu(python, tmp_path):
+    """Attached to as it starts, on a CPU it shares with three busy loops:
+    its start-up (the loader, then Py_Initialize and site's imports) takes
+    four times as long, and the attach lands in it. On 3.14+ the
+    interpreter runs a PEP 768 request at its first safe point, start-up's
+    included, where importlib or os may be half made (the script could not
+    run, and CPython printed its traceback into the program's stderr):
+    strata asks once the interpreter is initialized, and asks again while a
+    module is being imported. The attach records, and the program's
+    output is its own."""
+    cpu = max(os.sched_getaffinity(0))
+
+    def pin():
+        os.sched_setaffinity(0, {cpu})
+
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=pin) for _ in range(3)]
+    try:
+        p = plain(python, PROGRAMS / "split.py", 1, extra_env=slow_loader(tmp_path, 300), preexec_fn=pin)
+        try:
+            time.sleep(0.1)
+            out = tmp_path / "starved.strata"
+            r = strata("record", "--pid", p.pid, "-d", "1", "-o", out, timeout=120)
+            assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
+            data = json.loads(strata("report", "--json", out).stdout)
+            assert func_row(data, "heavy")["self"] > 10, data["samples"]
+        finally:
+            o, e = p.communicate(timeout=120)
+        assert (p.returncode, o, e) == (0, "", ""), (p.returncode, o, e)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
 def test_attach_stuck_in_c_and_ctl(python, tmp_path):
     """A process spinning in C with the GIL can be attached to: its samples fall in the Python function that made the
     call, and strata stack still reads it afterwards."""

@@ -94,6 +94,26 @@ static void pybytes(FILE *f, const char *s)
 static const char script_text[] =
 	"def _strata_attach(claim, result, agent, options):\n"
 	"    import sys\n"
+	"    busy = []\n"
+	"    for n, m in list(sys.modules.items()):\n"
+	"        try:\n"
+	"            if getattr(getattr(m, '__spec__', None), '_initializing', False) is True:\n"
+	"                busy.append(n)\n"
+	"        except Exception:\n"
+	"            pass\n"
+	"    if busy:\n"
+	"        import posix\n"
+	"        try:\n"
+	"            posix.rename(claim, claim + b'.taken')\n"
+	"            fd = posix.open(result + b'.new', posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o600)\n"
+	"            try:\n"
+	"                posix.write(fd, b'busy: ' + str(busy[0]).encode('utf-8', 'replace')[:200])\n"
+	"            finally:\n"
+	"                posix.close(fd)\n"
+	"            posix.rename(result + b'.new', result)\n"
+	"        except OSError:\n"
+	"            pass\n"
+	"        return\n"
 	"    modules = dict(sys.modules)\n"
 	"    importers = dict(sys.path_importer_cache)\n"
 	"    was_switch = sys.getswitchinterval()\n"
@@ -244,6 +264,32 @@ static int pick(struct pyproc *p, struct strata_rexec *rx, char *err, size_t err
 	return 0;
 }
 
+/* The interpreter runs a request at its first safe point, and it has
+ * safe points during its own start-up too, while importlib is half made:
+ * there it cannot even open the script, and it prints a traceback into
+ * the program's stderr ("Can't open debugger script ...: NameError: name
+ * 'sys' is not defined"). So the request is made once Py_Initialize has
+ * finished (the runtime's `initialized`), waiting at most timeout_ms for
+ * it. 0 ready; 1 not (err says why: ptrace may be tried). */
+static int wait_initialized(struct pyproc *p, int timeout_ms, char *err, size_t errlen)
+{
+	uint64_t t0 = ptstop_now_ns();
+	int ph;
+	while ((ph = p->reader->phase()) != STRATA_PHASE_RUNNING) {
+		if (ph == STRATA_PHASE_FINALIZING) {
+			snprintf(err, errlen, "its interpreter is finalizing (the program is ending)");
+			return 1;
+		}
+		if (ms_since(t0) >= timeout_ms) {
+			snprintf(err, errlen, "its interpreter had not finished starting after %.1f s",
+				 timeout_ms / 1000.0);
+			return 1;
+		}
+		sleep_ms(5);
+	}
+	return 0;
+}
+
 /* The request, written with the process held. */
 static int post(struct pyproc *p, const struct strata_rexec *rx, const char *path, char *err, size_t errlen)
 {
@@ -288,14 +334,11 @@ static int result(struct files *f, char *buf, size_t n)
 	return 1;
 }
 
-int rexec_agent(struct pyproc *p, const char *agent, const char *options, int timeout_ms, double *wait_ms, char *err,
-		size_t errlen)
+/* One request: as rexec_agent, or 2 when the script found the program
+ * importing a module (err names it) and did nothing else. */
+static int rexec_once(struct pyproc *p, const char *agent, const char *options, int timeout_ms, double *wait_ms,
+		      char *err, size_t errlen)
 {
-	*wait_ms = 0;
-	if (!p->reader->remote_exec) {
-		snprintf(err, errlen, "its reader has no PEP 768 support");
-		return 1;
-	}
 	struct files f;
 	if (make_files(&f, p->pid, agent, options, err, errlen))
 		return 1;
@@ -375,6 +418,43 @@ int rexec_agent(struct pyproc *p, const char *agent, const char *options, int ti
 		snprintf(err, errlen, "the agent did not start in process %d: %s", (int)p->pid, out + 7);
 		return -1;
 	}
+	if (!strncmp(out, "busy: ", 6)) {
+		snprintf(err, errlen, "%s", out + 6);
+		return 2;
+	}
 	snprintf(err, errlen, "the loading script failed in it: %s", !strncmp(out, "python: ", 8) ? out + 8 : out);
 	return 1;
+}
+
+/* The script runs wherever the thread is, in the middle of an import too,
+ * where a module it needs (os, what ctypes imports) may be half made: it
+ * then says so and does nothing, and the request is made again a moment
+ * later, for as long as timeout_ms allows (then ptrace is tried). */
+#define BUSY_RETRY_MS 20
+
+int rexec_agent(struct pyproc *p, const char *agent, const char *options, int timeout_ms, double *wait_ms, char *err,
+		size_t errlen)
+{
+	*wait_ms = 0;
+	if (!p->reader->remote_exec) {
+		snprintf(err, errlen, "its reader has no PEP 768 support");
+		return 1;
+	}
+	if (wait_initialized(p, timeout_ms, err, errlen))
+		return 1;
+	uint64_t t0 = ptstop_now_ns();
+	for (;;) {
+		double w = 0;
+		int r = rexec_once(p, agent, options, timeout_ms, &w, err, errlen);
+		*wait_ms = ms_since(t0);
+		if (r != 2)
+			return r;
+		if (ms_since(t0) >= timeout_ms) {
+			char mod[256];
+			snprintf(mod, sizeof(mod), "%s", err);
+			snprintf(err, errlen, "it was importing modules (%s) for %.1f s", mod, ms_since(t0) / 1000.0);
+			return 1;
+		}
+		sleep_ms(BUSY_RETRY_MS);
+	}
 }

@@ -23,7 +23,8 @@
 
 /* Loads the agent (its library at `agent`, with `options`) into the
  * process of p (whose reader is loaded) through PEP 768, waiting at most
- * timeout_ms for a thread to run bytecode. Returns 0 when the agent is
+ * timeout_ms for its interpreter to finish starting, then as long for a
+ * thread to run bytecode. Returns 0 when the agent is
  * loaded; 1 when this way is not open or did not work (err says why, and
  * nothing was left pending in the process: ptrace may be tried); -1 when
  * the agent itself refused to start, or the script was taken but has not
