@@ -444,8 +444,7 @@ int rexec_agent(struct pyproc *p, const char *agent, const char *options, int ti
 		return 1;
 	uint64_t t0 = ptstop_now_ns();
 	for (;;) {
-		double w = 0;
-		int r = rexec_once(p, agent, options, timeout_ms, &w, err, errlen);
+		int r = rexec_once(p, agent, options, timeout_ms, wait_ms, err, errlen);
 		*wait_ms = ms_since(t0);
 		if (r != 2)
 			return r;
