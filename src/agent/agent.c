@@ -402,15 +402,13 @@ void agent_shutdown(int reason)
 	 * (it drops them when it answers, and the wait is bounded). An
 	 * overflow then would send SIGPROF to a program whose disposition
 	 * is back to the default: killed by SIGPROF (CPython's test_os spawn
-	 * tests were, at times). Its signal is switched off at the source:
-	 * O_ASYNC belongs to the open file, which the copies share. */
+	 * tests were, at times). Its signal is switched off at the source
+	 * (O_ASYNC belongs to the open file, which the copies share), and
+	 * its mappings go: they keep the event alive when the program has
+	 * closed our descriptor (trigger_quiet_for_exec). */
 	struct tslot *self = tls_slot;
-	if (reason == END_EXEC && self && self->trigger_fd >= 0) {
-		trigger_fd_enable(self->trigger_fd, 0, 0);
-		int fl = fcntl(self->trigger_fd, F_GETFL);
-		if (fl >= 0)
-			fcntl(self->trigger_fd, F_SETFL, fl & ~O_ASYNC);
-	}
+	if (reason == END_EXEC && self)
+		trigger_quiet_for_exec(self);
 	link_finish(reason, 5000);
 }
 
@@ -431,10 +429,14 @@ void agent_resume(void)
 	}
 	atomic_store(&agent.stopping, 0);
 	struct tslot *self = tls_slot;
-	if (self && self->trigger_fd >= 0) {
+	if (self && self->trigger_fd >= 0 && (!self->ev_id[0] || trigger_is_ours(self, self->trigger_fd, 0))) {
 		int fl = fcntl(self->trigger_fd, F_GETFL);
 		if (fl >= 0)
 			fcntl(self->trigger_fd, F_SETFL, fl | O_ASYNC);
+	} else if (self && atomic_load(&self->ev_lost) == 2) {
+		/* Its group went with its mapping before the exec (the
+		 * program had closed the descriptor): the helper says so. */
+		atomic_store(&self->ev_lost, 1);
 	}
 	if (!agent.cfg.paused) {
 		atomic_store(&agent.sampling, 1);

@@ -405,6 +405,15 @@ void reg_unlock(void);
  * armed if sampling is on. own: the calling thread is tid. */
 int trigger_open(struct tslot *s, pid_t tid);
 void trigger_close(struct tslot *s);
+/* Before an exec, for the calling thread's slot: its event must not
+ * signal the new program, whose SIGPROF is back to the default (death).
+ * Disabled, its signal switched off (if the descriptor is still ours),
+ * and its group unmapped: a fork child that closed every descriptor
+ * (subprocess before 3.10 does) holds its events by their mappings
+ * alone, and an overflow during the exec's own kernel work, before the
+ * kernel removes the event, stays pending into the new program.
+ * Async-signal-safe. */
+void trigger_quiet_for_exec(struct tslot *s);
 /* A POSIX CPU-time timer on thread tid of this process (no descriptor):
  * the trigger where perf events are not allowed, and where the helper
  * could open no more of them. */

@@ -383,6 +383,37 @@ int trigger_open(struct tslot *s, pid_t tid)
 	return 0;
 }
 
+void trigger_quiet_for_exec(struct tslot *s)
+{
+	int ours = s->trigger_fd >= 0 && (!s->ev_id[0] || trigger_is_ours(s, s->trigger_fd, 0));
+	if (ours) {
+		trigger_fd_enable(s->trigger_fd, 0, 0);
+		int fl = fcntl(s->trigger_fd, F_GETFL);
+		if (fl >= 0)
+			fcntl(s->trigger_fd, F_SETFL, fl & ~O_ASYNC);
+	}
+	/* Forgotten before unmapped: a handler that runs meanwhile on this
+	 * thread must not read a page that is going. */
+	void *m = s->ev_map;
+	void *sib[EVENTS_MAX];
+	for (int i = 0; i < EVENTS_MAX; i++) {
+		sib[i] = s->ev_sib_map[i];
+		s->ev_sib_map[i] = NULL;
+	}
+	__atomic_store_n(&s->ev_map, NULL, __ATOMIC_SEQ_CST);
+	if (m)
+		munmap(m, EV_MAP_LEN);
+	for (int i = 0; i < EVENTS_MAX; i++)
+		if (sib[i])
+			munmap(sib[i], EV_PAGE);
+	/* Its descriptor closed, the group lived by its mapping: gone now,
+	 * with the exec that ends the stream. Nothing to tell (the helper's
+	 * check, writer.c, would call it closed by the program); a failed
+	 * exec says it (agent_resume). */
+	if (m && !ours)
+		atomic_store(&s->ev_lost, 2);
+}
+
 void trigger_close(struct tslot *s)
 {
 	group_unmap(s);
