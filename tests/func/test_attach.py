@@ -115,7 +115,8 @@ def test_attach_while_loading(python, tmp_path):
     records, and the program ends as it would have. Past the attach's time
     budget the error says the process is still starting, not that it is no
     Python."""
-    p = plain(python, PROGRAMS / "split.py", 3, extra_env=slow_loader(tmp_path, 1000))
+    env, stop = stoppable(tmp_path)
+    p = plain(python, PROGRAMS / "split.py", 3, extra_env=dict(env, **slow_loader(tmp_path, 1000)))
     try:
         time.sleep(0.1)
         assert "libc.so.6" not in Path("/proc/%d/maps" % p.pid).read_text()
@@ -126,16 +127,22 @@ def test_attach_while_loading(python, tmp_path):
         data = json.loads(strata("report", "--json", out).stdout)
         assert func_row(data, "heavy")["self"] > 50, data["samples"]
     finally:
+        stop.touch()
         o, e = p.communicate(timeout=120)
     assert (p.returncode, o, e) == (0, "", ""), (p.returncode, o, e)
 
-    q = plain(python, PROGRAMS / "split.py", 1, extra_env=slow_loader(tmp_path, 6000))
+    # Held in its loader past the attach's budget, then let go (STOP_FILE
+    # ends the loader's wait and split.py at once).
+    stop.unlink()
+    q = plain(python, PROGRAMS / "split.py", 1, extra_env=dict(env, **slow_loader(tmp_path, 30000)))
     try:
         time.sleep(0.1)
         r = strata("record", "--pid", q.pid, "-d", "1", "-o", tmp_path / "late.strata", timeout=120)
         assert r.returncode != 0 and "is still starting" in r.stderr, r.stderr
         assert "not a CPython" not in r.stderr and "no GNU C library" not in r.stderr, r.stderr
+        assert "libc.so.6" not in Path("/proc/%d/maps" % q.pid).read_text()
     finally:
+        stop.touch()
         o, e = q.communicate(timeout=120)
     assert (q.returncode, o, e) == (0, "", ""), (q.returncode, o, e)
 
