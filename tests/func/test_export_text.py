@@ -89,9 +89,12 @@ def callgrind_annotate(path, cwd, inclusive=True):
     its annotated source. Fails on any warning."""
     # It strips its working directory (`pwd`, which trusts $PWD) from file
     # names: run it in an empty directory of its own, so names stay whole.
+    # Its annotated source shows the lines within --context of a line with
+    # self cost, so a call alone further away (split.py's call of main) is
+    # left out unless a sample fell on that line too: all lines, always.
     cwd = Path(tempfile.mkdtemp(dir=cwd))
     r = subprocess.run(["callgrind_annotate", "--inclusive=%s" % ("yes" if inclusive else "no"), "--tree=both",
-                        "--auto=yes", "--threshold=100", str(path)], capture_output=True, cwd=cwd,
+                        "--auto=yes", "--threshold=100", "--context=100000", str(path)], capture_output=True, cwd=cwd,
                        env=dict(os.environ, PWD=str(cwd)), timeout=300)
     out = r.stdout.decode("utf-8")
     err = r.stderr.decode("utf-8")
