@@ -173,11 +173,15 @@ include tests/unit/unit.mk
 deps:
 	scripts/deps.sh
 
+# Builds and the fuzz runs use every core (the tests themselves stay
+# serial within `unit` and `asan`; -k: every fuzz target runs even after
+# one fails).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps
-	$(MAKE) all
-	$(MAKE) unit
-	$(MAKE) asan
-	$(MAKE) fuzz-check
+	$(MAKE) -j$(JOBS) all
+	$(MAKE) -j$(JOBS) unit
+	$(MAKE) -j$(JOBS) asan
+	$(MAKE) -k -j$(JOBS) --output-sync=target fuzz-check
 	$(MAKE) func
 	@# The sid root first, once (check-wheel builds from its headers and
 	@# runs in it; made by one, neither waits for the other to finish).

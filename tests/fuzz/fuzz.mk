@@ -4,8 +4,9 @@
 #
 #   make fuzz-check   build every target, replay its seeds and fuzz it for
 #                     FUZZ_CHECK_SECONDS (default 5) each: part of `make
-#                     check`, so a target that stops building, or a crash,
-#                     leak or undefined behaviour, fails the check
+#                     check` (two at a time there), so a target that stops
+#                     building, or a crash, leak or undefined behaviour,
+#                     fails the check
 #   make fuzz         the same, FUZZ_SECONDS (default 60) per target, new
 #                     inputs kept in $(FUZZ_DIR)/NAME/corpus; FUZZ_TARGETS
 #                     picks targets (make fuzz FUZZ_TARGETS=cfi
@@ -73,13 +74,16 @@ fuzz-build: $(FUZZ_BINS)
 fuzz_run = $(FUZZ_ENV) $(fuzz_$(1)_ENV) FUZZ_OPTS='$(FUZZ_OPTS)' tests/fuzz/run.sh $(FUZZ_DIR) $(1) $(2) $(3) \
 	   $(wildcard tests/fuzz/corpus/$(1)) $(fuzz_$(1)_SEEDS)
 
-# make check: every target, even after one fails. New inputs go to a
-# scratch directory emptied each time, so that a run's start (replaying
-# what is there) stays as short as the seeds.
-fuzz-check: $(FUZZ_BINS)
-	@fail=0; $(foreach t,$(FUZZ_TARGETS),rm -rf $(FUZZ_DIR)/$(t)/check; \
-		$(call fuzz_run,$(t),$(FUZZ_CHECK_SECONDS),$(FUZZ_DIR)/$(t)/check) || fail=1;) \
-	if [ $$fail -ne 0 ]; then echo "fuzz-check FAILED"; exit 1; fi
+# make check: every target, one make target each (make check runs them
+# -k -j: side by side, and every one even after one fails). New inputs go
+# to a scratch directory emptied each time, so that a run's start
+# (replaying what is there) stays as short as the seeds.
+fuzz-check: $(patsubst %,fuzz-check-%,$(FUZZ_TARGETS))
+
+# (Not .PHONY: make looks for no pattern rule for those.)
+fuzz-check-%: $(FUZZ_DIR)/fuzz_%
+	@rm -rf $(FUZZ_DIR)/$*/check; $(call fuzz_run,$*,$(FUZZ_CHECK_SECONDS),$(FUZZ_DIR)/$*/check) || \
+		{ echo "fuzz-check FAILED: $*"; exit 1; }
 
 fuzz: $(patsubst %,fuzz-run-%,$(FUZZ_TARGETS))
 
