@@ -437,11 +437,14 @@ check)
 		build-sid/tests/synthprof build-sid/unit/test_export_web
 	[ $# -gt 0 ] || set -- tests/func
 	# Debian's interpreters are the test ids debian-3.14 and debian-3.15;
-	# /usr/bin/python3 (3.14 in sid) is the debian_python of the tests.
+	# /usr/bin/python3 (3.14 in sid) is the debian_python of the tests,
+	# and the one the version-independent (edge_pythons) tests run under,
+	# as Debian's does on the host (STRATA_TEST_EVERY_PYTHON=1: both).
 	jobs=${STRATA_TEST_JOBS:-$(nproc)}
 	par=""
 	[ "$jobs" -gt 1 ] && par="-n $jobs"
 	in_root "$ROOT" env STRATA_BUILD="$top/build-sid" STRATA_TEST_PYTHONS="debian-3.14 debian-3.15" \
+		STRATA_TEST_EDGE_PYTHONS="debian-3.14" ${STRATA_TEST_EVERY_PYTHON:+STRATA_TEST_EVERY_PYTHON=1} \
 		STRATA_VENVS="$VENVS" \
 		python3 -m pytest -p no:cacheprovider -ra --durations=15 $par "$@"
 	;;

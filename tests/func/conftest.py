@@ -23,9 +23,12 @@ control channel, the process-level behaviour the agent's C code owns: fork,
 exec, death by a signal) or depends on another component's version (Numba's: the
 JIT tests then run under Debian's Numba 0.56 and PyPI's newest) with a
 Python program: they run under Debian's Python, the oldest and the newest
-pyenv version (debian-3.11, 3.8 and 3.13 here; every selected one in the
-sid root) to keep `make check` within its time budget.
-STRATA_TEST_EVERY_PYTHON=1 runs them under every interpreter too.
+pyenv version (debian-3.11, 3.8 and 3.13 here; in the sid root, its
+python3, debian-3.14: scripts/sidroot.sh names it in
+STRATA_TEST_EDGE_PYTHONS) to keep `make check` within its time budget.
+STRATA_TEST_EVERY_PYTHON=1 runs them under every interpreter too; so does
+naming interpreters in STRATA_TEST_PYTHONS, unless STRATA_TEST_EDGE_PYTHONS
+is set too.
 """
 import json
 import os
@@ -197,8 +200,10 @@ def get_interp(ident):
 
 
 # The interpreters of `edge_pythons` tests: Debian's, the oldest and the
-# newest (pyenv ids in ALL_IDS order), and whatever is selected explicitly.
-EDGE_IDS = {DEBIAN_ID, "3.8", "3.13", "3.14", "3.15"}
+# newest (pyenv ids in ALL_IDS order), and whatever is selected explicitly;
+# or those STRATA_TEST_EDGE_PYTHONS names.
+_EDGE_ENV = os.environ.get("STRATA_TEST_EDGE_PYTHONS", "").split()
+EDGE_IDS = set(_EDGE_ENV) or {DEBIAN_ID, "3.8", "3.13", "3.14", "3.15"}
 
 
 def pytest_configure(config):
@@ -207,7 +212,7 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("STRATA_TEST_EVERY_PYTHON") or os.environ.get("STRATA_TEST_PYTHONS"):
+    if os.environ.get("STRATA_TEST_EVERY_PYTHON") or (os.environ.get("STRATA_TEST_PYTHONS") and not _EDGE_ENV):
         return
     keep, drop = [], []
     for item in items:
