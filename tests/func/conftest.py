@@ -29,6 +29,13 @@ STRATA_TEST_EDGE_PYTHONS) to keep `make check` within its time budget.
 STRATA_TEST_EVERY_PYTHON=1 runs them under every interpreter too; so does
 naming interpreters in STRATA_TEST_PYTHONS, unless STRATA_TEST_EDGE_PYTHONS
 is set too.
+
+pyenv's build of the minor version Debian's Python has (3.11 on Debian 12)
+runs the code Debian's runs, which every test checks: it runs only the
+tests of what differs between two builds of a version (BUILD_TESTS: native
+stacks through a shared libpython, another patch release's build checks,
+debug info, the JIT tests with PyPI's Numba where Debian's is older).
+STRATA_TEST_EVERY_PYTHON=1 or STRATA_TEST_PYTHONS runs everything under it.
 """
 import json
 import os
@@ -211,14 +218,22 @@ def pytest_configure(config):
                             "oldest and the newest Python only (STRATA_TEST_EVERY_PYTHON=1: every one)")
 
 
+# pyenv's build of Debian's own minor version, and the tests it runs.
+SAME_AS_DEBIAN = DEBIAN_ID[len("debian-"):]
+BUILD_TESTS = {"test_native.py", "test_buildcheck.py", "test_debuginfo.py", "test_jit.py"}
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("STRATA_TEST_EVERY_PYTHON") or (os.environ.get("STRATA_TEST_PYTHONS") and not _EDGE_ENV):
         return
+    explicit = bool(os.environ.get("STRATA_TEST_PYTHONS"))
     keep, drop = [], []
     for item in items:
         cs = getattr(item, "callspec", None)
         ident = cs.params.get("python") if cs else None
         if ident and item.get_closest_marker("edge_pythons") and ident not in EDGE_IDS:
+            drop.append(item)
+        elif ident == SAME_AS_DEBIAN and not explicit and Path(str(item.fspath)).name not in BUILD_TESTS:
             drop.append(item)
         else:
             keep.append(item)
