@@ -392,9 +392,16 @@ void trigger_quiet_for_exec(struct tslot *s)
 		if (fl >= 0)
 			fcntl(s->trigger_fd, F_SETFL, fl & ~O_ASYNC);
 	}
+	/* Its descriptor closed, the group lives by its mapping: gone with
+	 * it now, with the exec that ends the stream. Nothing to tell (the
+	 * helper's check, writer.c, which looks at unmapped groups, would
+	 * call it closed by the program): marked said before the mapping is
+	 * forgotten. A failed exec says it after all (agent_resume). */
+	void *m = s->ev_map;
+	if (m && !ours)
+		atomic_store(&s->ev_lost, 2);
 	/* Forgotten before unmapped: a handler that runs meanwhile on this
 	 * thread must not read a page that is going. */
-	void *m = s->ev_map;
 	void *sib[EVENTS_MAX];
 	for (int i = 0; i < EVENTS_MAX; i++) {
 		sib[i] = s->ev_sib_map[i];
@@ -406,12 +413,6 @@ void trigger_quiet_for_exec(struct tslot *s)
 	for (int i = 0; i < EVENTS_MAX; i++)
 		if (sib[i])
 			munmap(sib[i], EV_PAGE);
-	/* Its descriptor closed, the group lived by its mapping: gone now,
-	 * with the exec that ends the stream. Nothing to tell (the helper's
-	 * check, writer.c, would call it closed by the program); a failed
-	 * exec says it (agent_resume). */
-	if (m && !ours)
-		atomic_store(&s->ev_lost, 2);
 }
 
 void trigger_close(struct tslot *s)
