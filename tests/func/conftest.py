@@ -393,3 +393,22 @@ def assert_split(got, want, what):
     tol = 3 * (p * (1 - p) / n) ** 0.5 + 0.02
     assert abs(a / n - p) <= tol, "%s: %s:%s samples (%.1f%%), the program measured %.1f%% +- %.1f" % (
         what, a, b, 100.0 * a / n, 100.0 * p, 100.0 * tol)
+
+
+def cpu_ms(pid):
+    """The CPU time (user and system) process pid has used, in ms (the
+    kernel's clock ticks: 10 ms steps)."""
+    fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def assert_window_samples(samples, cpu, what):
+    """A cpu-mode profile of a window of wall time (record --pid -d) while
+    the process used `cpu` ms (cpu_ms around the record, its attach
+    included): one sample per ms of CPU time, so no more than that (and
+    the clock's steps) and no fewer than half of it less 50 ms for the
+    attach; at least 20, so that the shares checked after mean something.
+    A fixed minimum said more about the machine than about strata: under
+    make check's load a program got 76 ms of CPU in a 2 s window."""
+    assert samples >= 20 and 0.5 * cpu - 50 <= samples <= 1.1 * cpu + 30, \
+        "%s: %d samples while the process used %.0f ms of CPU" % (what, samples, cpu)

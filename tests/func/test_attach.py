@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, STRATA, func_row, strata
+from conftest import PROGRAMS, STRATA, assert_split, assert_window_samples, cpu_ms, func_row, strata
 from test_stack import build_ext, end
 
 # Through ptrace (a thread borrowed), or on 3.14+ through the interpreter's
@@ -63,18 +63,19 @@ def test_attach_split(python, tmp_path):
         time.sleep(0.3)
         assert not maps_agent(p.pid)
         out = tmp_path / "attached.strata"
+        c0 = cpu_ms(p.pid)
         r = strata("record", "--pid", p.pid, "-d", "2", "-o", out, timeout=120)
+        cpu = cpu_ms(p.pid) - c0
         assert r.returncode == 0, r.stderr
         m = LOADED_RE.search(r.stderr)
         assert m and int(m.group(1)) == p.pid, r.stderr
         rep = strata("report", "--json", out)
         assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
         data = json.loads(rep.stdout)
-        # CPU time over 2 s of wall time on a shared 2-core machine: enough
-        # samples for the ratio, however busy the machine is.
-        assert 150 <= data["samples"] <= 2600, data["samples"]
+        # CPU time over 2 s of wall time on a shared 2-core machine.
+        assert_window_samples(data["samples"], cpu, "record --pid -d 2")
         heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
-        assert 0.68 <= heavy / (heavy + light) <= 0.82, (heavy, light)
+        assert_split((heavy, light), (3, 1), "heavy:light")
         assert str(PROGRAMS / "split.py") in data["command"]
 
         # Detached: running, agent loaded, sampling off, no output.
@@ -464,11 +465,13 @@ def test_attach_native(python, tmp_path):
         out = tmp_path / "native.strata"
         # Under make check's load the target may get a fraction of a CPU:
         # enough samples for the shares, not a count per second of -d.
+        # (No CPU-time bound: the program burns in C, where 3.14+'s remote
+        # execution waits for it in vain, up to 2 s, before ptrace.)
         r = strata("record", "--pid", p.pid, "-d", "2", "--native", "-o", out, timeout=120)
         assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
         data = json.loads(strata("report", "--json", out).stdout)
         burn = func_row(data, "burn_c")
-        assert data["samples"] > 100, data["samples"]
+        assert data["samples"] >= 20, data["samples"]
         assert burn["kind"] == "native" and burn["total"] >= 0.9 * data["samples"], (burn, data["samples"])
         folded = strata("convert", out, "-f", "collapsed", "-o", "-").stdout
         stuck = marker_line(PROGRAMS / "stuck.py", "# STUCK")
@@ -492,15 +495,21 @@ def test_attach_events_and_fixed_settings(python, tmp_path):
         time.sleep(0.3)
         out = tmp_path / "ev.strata"
         # -d 3: 143 samples in 2 s were seen under make check's load.
+        c0 = cpu_ms(p.pid)
         r = strata("record", "--pid", p.pid, "-d", "3", "-e", "task-clock", "-o", out, timeout=120)
+        cpu = cpu_ms(p.pid) - c0
         assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
         data = json.loads(strata("report", "--json", out).stdout)
         assert [e["name"] for e in data["events"]] == ["task-clock"], data["events"]
         heavy, light = func_row(data, "heavy"), func_row(data, "light")
-        assert data["samples"] > 150, data["samples"]
-        assert 0.68 <= heavy["self"] / (heavy["self"] + light["self"]) <= 0.82, (heavy, light)
+        # task-clock's default period is 1 ms of the thread's CPU time.
+        assert_window_samples(data["samples"], cpu, "record --pid -e task-clock")
+        assert_split((heavy["self"], light["self"]), (3, 1), "heavy:light samples")
+        # The counts split as the samples do (each sample carries about
+        # one period of the event).
         hc, lc = heavy["events"]["task-clock"]["self"], light["events"]["task-clock"]["self"]
-        assert 0.68 <= hc / (hc + lc) <= 0.82, (hc, lc)
+        assert abs(hc / (hc + lc) - heavy["self"] / (heavy["self"] + light["self"])) <= 0.05, \
+            (hc, lc, heavy["self"], light["self"])
 
         for opts in (["--mode", "wall"], ["--native"], ["-e", "task-clock", "--native"]):
             r = strata("record", "--pid", p.pid, "-d", "1", "-o", tmp_path / "x.strata", *opts)
