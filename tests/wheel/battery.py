@@ -35,8 +35,17 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# 3:1 within 7 points, as the functional suite asks of split.py.
-SPLIT_LO, SPLIT_HI = 0.68, 0.82
+# split.py's 3:1: heavy's share within 5 points, or within three standard
+# deviations of sampling's chance at the profile's count plus 2 points
+# where that is wider (the functional suite's assert_split). A fixed bound
+# failed an attach that got 321 samples in its 2 s under CI's load (0.829).
+SPLIT_P = 0.75
+
+
+def split_ok(a, b):
+    n = a + b
+    tol = max(0.05, 3 * (SPLIT_P * (1 - SPLIT_P) / n) ** 0.5 + 0.02) if n else 0
+    return n > 0 and abs(a / float(n) - SPLIT_P) <= tol, tol
 
 
 class Check(Exception):
@@ -89,8 +98,9 @@ class Battery:
         if not h or not l:
             raise Check("no heavy/light in the profile: %s" % [f["name"] for f in rep["functions"][:10]])
         share = h[what] / float(h[what] + l[what])
-        if not SPLIT_LO <= share <= SPLIT_HI:
-            raise Check("heavy's share is %.3f (heavy %d, light %d), not 0.75 +- 0.07" % (share, h[what], l[what]))
+        ok, tol = split_ok(h[what], l[what])
+        if not ok:
+            raise Check("heavy's share is %.3f (heavy %d, light %d), not 0.75 +- %.3f" % (share, h[what], l[what], tol))
         return share
 
     def start(self, cmd, ready=None):
@@ -146,7 +156,7 @@ class Battery:
             cost[int(m.group(2))] = int(m.group(1))
         h = sum(cost.get(n, 0) for n in range(h0, h0 + 5))
         l = sum(cost.get(n, 0) for n in range(l0, l0 + 5))
-        if not h or not SPLIT_LO <= h / float(h + l) <= SPLIT_HI:
+        if not h or not split_ok(h, l)[0]:
             raise Check("heavy's lines %d, light's %d: not 3:1\n%s" % (h, l, r.stdout[:1500]))
 
     def c_callgrind(self):
