@@ -435,8 +435,9 @@ void agent_resume(void)
 			fcntl(self->trigger_fd, F_SETFL, fl | O_ASYNC);
 	} else if (self && atomic_load(&self->ev_lost) == 2) {
 		/* Its group went with its mapping before the exec (the
-		 * program had closed the descriptor): the helper says so. */
-		atomic_store(&self->ev_lost, 1);
+		 * program had closed the descriptor): the helper says so, in
+		 * those terms. */
+		atomic_store(&self->ev_lost, 3);
 	}
 	if (!agent.cfg.paused) {
 		atomic_store(&agent.sampling, 1);

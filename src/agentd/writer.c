@@ -248,21 +248,31 @@ static void report_drops(struct tslot *s)
  * the thread's descriptors: a program that closes them (a daemon) ends
  * the thread's sampling, silently but for this. Twice a second, each
  * such thread's leader number is looked at from outside; a number that
- * is no perf event any more is said once, with the time. Caller holds
+ * is no perf event any more is said once, with the time. A mapped group
+ * outlives a close, but not an exec: its mapping goes before one
+ * (trigger_quiet_for_exec), and an exec that then fails leaves the
+ * thread unsampled (ev_lost 3), said the same way. Caller holds
  * reg_lock. */
 static void check_unmapped_events(struct tslot *s, uint64_t now)
 {
-	if (!s->ncounters || s->ev_map || s->external || s->trigger_fd < 0 || atomic_load(&s->exited) ||
-	    atomic_load(&s->ev_lost) == 2)
+	int lost = atomic_load(&s->ev_lost);
+	if (!s->ncounters || s->ev_map || s->external || s->trigger_fd < 0 || atomic_load(&s->exited) || lost == 2)
 		return;
+	(void)now;
+	if (lost == 3) {
+		atomic_store(&s->ev_lost, 2);
+		agent_note(NOTE_STOPPED, (uint32_t)s->tid, "thread %d stopped being sampled: the program had closed "
+			   "descriptor %d, its -e event group, which lived on by a mapping that strata drops "
+			   "before an exec; the exec failed", (int)s->tid, s->trigger_fd);
+		return;
+	}
 	char path[64], link[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)agent.pid, s->trigger_fd);
 	ssize_t n = readlink(path, link, sizeof(link) - 1);
 	int gone = n <= 0 || (link[n] = 0, strcmp(link, "anon_inode:[perf_event]") != 0);
-	if (!gone && atomic_load(&s->ev_lost) != 1)
+	if (!gone && lost != 1)
 		return;
 	atomic_store(&s->ev_lost, 2);
-	(void)now;
 	agent_note(NOTE_STOPPED, (uint32_t)s->tid, "thread %d stopped being sampled: the program closed or replaced "
 		   "descriptor %d, the -e event group strata opened for it (the kernel refused to map the group, "
 		   "which would have kept it: a locked-memory limit, perf_event_mlock_kb)", (int)s->tid, s->trigger_fd);

@@ -124,7 +124,12 @@ struct tslot {
 	void *ev_map;
 	void *ev_sib_map[EVENTS_MAX];
 	uint64_t ev_id[EVENTS_MAX];  /* each one's PERF_EVENT_IOC_ID: tells our descriptor from a reused number */
-	_Atomic int ev_lost;         /* -e without mappings: the program closed or replaced our descriptor */
+	/* -e without mappings: the program closed or replaced our descriptor.
+	 * 1: the descriptors carried the group (no mapping) and one is gone,
+	 * to be said; 2: said, or nothing to say (an exec ends the stream);
+	 * 3: the mapping carried it past the close and went before an exec
+	 * that then failed, to be said so. */
+	_Atomic int ev_lost;
 	int helper_fd;
 	int helper_counter_fd[EVENTS_MAX];
 	_Atomic int fd_taken;        /* the handler has its copy of helper_fd */

@@ -233,6 +233,26 @@ def test_closed_events_unmapped_say_when(python, tmp_path):
     assert a < b, (b, a)
 
 
+@pytest.mark.edge_pythons
+def test_closed_events_then_failed_exec_say_why(python, tmp_path):
+    """A mapped -e group outlives the program's close, but its mapping goes
+    before an exec (an overflow during it would kill the new program): an
+    exec that then fails leaves the thread unsampled, and the profile says
+    so in those terms, not as a mapping the kernel refused."""
+    events_allowed(python, tmp_path)
+    out = tmp_path / "execfail.strata"
+    r = record(out, "limits_close.py", "closerange-execfail", python=python, opts=["-e", "cpu-clock"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "exec failed: No such file or directory\n", r.stdout
+    assert re.search(r"warning: process \d+: thread \d+ stopped being sampled: the program had closed descriptor "
+                     r"\d+, .*the exec failed", r.stderr), r.stderr
+    assert "refused to map" not in r.stderr, r.stderr
+    data, err = report(out)
+    assert re.search(r"thread \d+ stopped being sampled: the program had closed", err), err
+    b, a = before_after(data)
+    assert a < b, (b, a)
+
+
 # ---- processes: a cgroup's pids.max --------------------------------------------
 
 

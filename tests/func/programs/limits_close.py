@@ -2,6 +2,11 @@
 burns three times as long in after(): the profile must go on to the end.
 
     limits_close.py closerange        os.closerange(3, RLIMIT_NOFILE)
+    limits_close.py closerange-execfail
+                                      the same, then an exec that fails
+                                      (a path that does not exist), as a
+                                      daemon's launcher does when its
+                                      program is missing
     limits_close.py dup2              a pipe's read end dup2'd over every
                                       descriptor above 2 that is a perf event
                                       (strata's -e events), data written into
@@ -38,8 +43,13 @@ def after():
 def main():
     how = sys.argv[1]
     before()
-    if how == "closerange":
+    if how.startswith("closerange"):
         os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        if how == "closerange-execfail":
+            try:
+                os.execv("/nonexistent/strata-test-program", ["strata-test-program"])
+            except OSError as e:
+                print("exec failed:", e.strerror, flush=True)
         after()
         return
     r, w = os.pipe()
