@@ -84,6 +84,8 @@ static void default_action(int sig, siginfo_t *si)
 static void chain(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = app_act[sig];
+	if (tls_slot)
+		tls_slot->sig_app++;
 	if (a.sa_flags & SA_SIGINFO) {
 		if (a.sa_flags & SA_RESETHAND)
 			app_act[sig].sa_handler = SIG_DFL, app_act[sig].sa_flags &= ~SA_SIGINFO;
@@ -294,6 +296,8 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 		chain(sig, si, uc);
 		return;
 	}
+	if (tls_slot)
+		tls_slot->sig_ours++;
 	int e = errno;
 	after_sample(uc);
 	errno = e;
@@ -319,6 +323,8 @@ static void on_program(int sig, siginfo_t *si, void *uc)
 		errno = e;
 		return;
 	}
+	if (tls_slot)
+		tls_slot->sig_app++;
 	siginfo_t orig, *given = si;
 	si = handoff_original(sig, si, &orig);
 	if (si != given && uc) {

@@ -33,8 +33,14 @@
  * sample.
  *
  * An application that handles SIGPROF itself (its own ITIMER_PROF
- * profiler) may be waiting for it in one of these calls: then nothing is
- * held, and it sees what it would see without us.
+ * profiler, or one CPython's test_signal left installed) may be waiting
+ * for it in one of these calls: then nothing is held. A pause() or a
+ * sigsuspend() that a sample of ours cut short, with no handler of the
+ * program run in the thread meanwhile, is then made again: without us
+ * it would still be waiting (a pause() for a SIGALRM returned early:
+ * test_signal's test_itimer_real in wall mode). The timed calls are left
+ * as they are: they would have to be made again with the time left, and
+ * the callers that matter (CPython's, PEP 475) retry them themselves.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -211,17 +217,49 @@ AGENT_EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeou
 	HELD(real_epoll_pwait(fd, ev, max, timeout, mask));
 }
 
+/* Whether a call that failed with EINTR was cut short by samples of ours
+ * alone, since the counts `app` and `ours` were read: the program's
+ * handlers ran none in this thread, ours did. */
+static int ours_only(int r, uint32_t app, uint32_t ours)
+{
+	struct tslot *s = tls_slot;
+	return r == -1 && errno == EINTR && s && s->sig_app == app && s->sig_ours != ours;
+}
+
 AGENT_EXPORT int sigsuspend(const sigset_t *mask)
 {
 	REAL(sigsuspend);
 	sigset_t copy;
-	return real_sigsuspend(with_prof(mask, &copy));
+	const sigset_t *m = with_prof(mask, &copy);
+	if (m != mask || !tls_slot)
+		return real_sigsuspend(m);
+	int r;
+	uint32_t app, ours;
+	do {
+		app = tls_slot ? tls_slot->sig_app : 0;
+		ours = tls_slot ? tls_slot->sig_ours : 0;
+		r = real_sigsuspend(mask);
+	} while (ours_only(r, app, ours));
+	return r;
 }
 
 AGENT_EXPORT int pause(void)
 {
 	REAL(pause);
-	HELD(real_pause());
+	sigset_t old;
+	if (hold(&old)) {
+		int r = real_pause();
+		release(1, &old);
+		return r;
+	}
+	int r;
+	uint32_t app, ours;
+	do {
+		app = tls_slot ? tls_slot->sig_app : 0;
+		ours = tls_slot ? tls_slot->sig_ours : 0;
+		r = real_pause();
+	} while (ours_only(r, app, ours));
+	return r;
 }
 
 AGENT_EXPORT ssize_t write(int fd, const void *buf, size_t n)

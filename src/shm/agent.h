@@ -148,6 +148,11 @@ struct tslot {
 	 * as a signal sent to the process is concerned (handoff.c). */
 	volatile sig_atomic_t in_prof;
 	volatile uint64_t prof_mask;
+	/* Counted by this thread's handlers: the program's handlers run
+	 * (on_program, chained), and samples of ours. A pause() or
+	 * sigsuspend() that only a sample cut short is made again
+	 * (sleeps.c). */
+	volatile uint32_t sig_app, sig_ours;
 	sigjmp_buf guard_jb;
 	volatile sig_atomic_t guard_on;
 	void *tstate;                /* last PyThreadState seen (wall sampler reads it) */

@@ -185,6 +185,25 @@ def test_signal_reaches_the_blocked_main_thread_after_attach(python, tmp_path):
     assert json.loads(strata("report", "--json", out).stdout)["samples"] > 0
 
 
+@pytest.mark.edge_pythons
+@pytest.mark.parametrize("mode", ["wall", "cpu"])
+def test_pause_not_cut_short_when_the_program_handles_sigprof(python, tmp_path, mode):
+    """A program with a SIGPROF handler of its own gets no SIGPROF held
+    around its blocking calls (it may wait for its own), so a sample could
+    land in its pause(), which no handler's SA_RESTART restarts: signal.pause()
+    returned before the SIGALRM it waited for (CPython's
+    test_signal.test_itimer_real after test_itimer_prof, wall mode: 12 of
+    900 pauses here). A pause() cut short by samples alone is made again."""
+    cmd = [python.exe, PROGRAMS / "pause_prof.py", "300"]
+    plain = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120, env=plain_env())
+    assert plain.returncode == 0 and " early: 0 " in plain.stdout, plain.stdout + plain.stderr
+    rec = [STRATA, "record", "-q", "-o", tmp_path / "p.strata", "--mode", mode, "--"]
+    p = subprocess.run([str(c) for c in rec + cmd], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == plain.stdout, (p.stdout, plain.stdout)
+    assert json.loads(strata("report", "--json", tmp_path / "p.strata").stdout)["samples"] > 0
+
+
 PYTEST_TIMEOUT_SUITE = '''
 import select, threading, time
 
