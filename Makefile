@@ -177,15 +177,23 @@ deps:
 # serial within `unit` and `asan`; -k: every fuzz target runs even after
 # one fails).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SID_PREPARE = scripts/sidroot.sh ensure && scripts/sidroot.sh build all build-sid/tests/synthprof build-sid/unit/test_export_web
 check: deps
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) unit
 	$(MAKE) -j$(JOBS) asan
 	$(MAKE) -k -j$(JOBS) --output-sync=target fuzz-check
-	$(MAKE) func
-	@# The sid root first, once (check-wheel builds from its headers and
-	@# runs in it; made by one, neither waits for the other to finish).
-	@scripts/sidroot.sh ensure >/dev/null || true
+	@# The sid root (made, or updated) and strata built in it while the
+	@# host's functional suite runs, at a lower priority: downloads and a
+	@# compile, off the busy stage after it, where every core is taken.
+	@# Its output: $(BUILD)/sid-prepare.log; a failure there is met again,
+	@# and said, by sid-or-skip. check-wheel builds from the root's headers
+	@# and runs in it: made once, here, neither waits for the other.
+	@mkdir -p $(BUILD); \
+	nice -n 10 sh -c '$(SID_PREPARE)' >$(BUILD)/sid-prepare.log 2>&1 & prep=$$!; \
+	$(MAKE) func; rc=$$?; \
+	wait $$prep; \
+	exit $$rc
 	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel
 
 func: all check-pythons
