@@ -105,7 +105,7 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip sid-func-or-skip sid-regrtests-or-skip regrtests-host-then-sid cpython-tests \
+.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests \
 	wheel check-wheel
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
@@ -194,7 +194,7 @@ check: deps
 	$(MAKE) func; rc=$$?; \
 	wait $$prep; \
 	exit $$rc
-	$(MAKE) -j3 --output-sync=target regrtests-host-then-sid sid-func-or-skip check-wheel
+	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel
 
 func: all check-pythons
 	scripts/run-func-tests.sh
@@ -227,12 +227,9 @@ check-sid:
 	scripts/sidroot.sh check $(SID_TESTS)
 	scripts/sidroot.sh regrtests
 
-# make check runs the sid root's functional suite beside the host's
-# regression tests, then the root's (regrtests-host-then-sid), and
-# check-wheel, each one's output printed whole when it ends; the build in
-# the root was made beside the host's functional suite (check, above).
-# sid-or-skip runs the two one after the other, as check-sid does (each
-# builds in the root first). What check-sid runs, and make check with it: the tests run once per interpreter (debian-3.14,
+# make check runs these two side by side (both mostly wait: regrtest's
+# timeouts, the root's processes), with check-wheel, each one's output
+# printed whole when it ends. What check-sid runs, and make check with it: the tests run once per interpreter (debian-3.14,
 # debian-3.15), then CPython's own regression tests under strata on both
 # (cpu mode: `scripts/sidroot.sh regrtests`); a machine that cannot have
 # the root (no archive, not root) is a skip, said in one line by sidroot.sh. --native and Numba run
@@ -244,24 +241,9 @@ SID_TESTS = tests/func -k "debian-3.14 or debian-3.15" \
 	--ignore=tests/func/test_export_text.py --ignore=tests/func/test_export_web.py \
 	--deselect=tests/func/test_native.py::test_exports_of_a_native_profile
 sid-or-skip:
-	@$(MAKE) --no-print-directory sid-func-or-skip; rc=$$?; \
-	$(MAKE) --no-print-directory sid-regrtests-or-skip; rc2=$$?; \
-	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
-sid-func-or-skip:
 	@scripts/sidroot.sh check $(SID_TESTS); rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "strata: CPython 3.14/3.15 not tested (see the line above)"; exit 0; fi; \
-	exit $$rc
-sid-regrtests-or-skip:
-	@scripts/sidroot.sh regrtests; rc=$$?; \
-	if [ $$rc -eq 77 ]; then echo "strata: CPython 3.14/3.15's regression tests not run (see the line above)"; exit 0; fi; \
-	exit $$rc
-
-# make check's last stage: the sid root's regression tests follow the
-# host's, beside the sid root's functional suite (the longest of the
-# three), rather than after it, where they left a core idle.
-regrtests-host-then-sid:
-	@$(MAKE) --no-print-directory cpython-tests; rc=$$?; \
-	$(MAKE) --no-print-directory sid-regrtests-or-skip; rc2=$$?; \
+	scripts/sidroot.sh regrtests; rc2=$$?; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
 
 # Programs behave as without the profiler (issue 11): CPython's own tests,
