@@ -1,7 +1,7 @@
 """Four threads: two burn CPU, two sleep. Each has a known name.
 
 Runs for SECONDS (argv[1], default 2), or until the file named by
-$STOP_FILE exists (looked for every 0.1 s by the busy threads, 0.25 s by
+$STOP_FILE exists (looked for every 0.1 s by the busy threads, 1 s by
 the sleeping ones: an attach test that has what it needs ends the
 program early, as it would have ended)."""
 import os
@@ -31,12 +31,13 @@ def busy(seconds):
 
 
 def sleepy(seconds):
-    # A few wake-ups a second: each one waits for the GIL and, on a loaded
+    # One wake-up a second: each one waits for the GIL and, on a loaded
     # machine, for a CPU, which wall mode rightly counts as not idle (at 20
-    # a second, 18% of a sleeper's samples under make check's load).
+    # a second, 18% of a sleeper's samples under make check's load; at 4,
+    # 10%).
     end = time.time() + seconds
     while time.time() < end and not stopped():
-        time.sleep(max(0.0, min(0.25, end - time.time())))
+        time.sleep(max(0.0, min(1.0, end - time.time())))
 
 
 def main(seconds):
