@@ -226,21 +226,27 @@ static int ours_only(int r, uint32_t app, uint32_t ours)
 	return r == -1 && errno == EINTR && s && s->sig_app == app && s->sig_ours != ours;
 }
 
+/* Returns call's result, the call made again while ours_only says so. */
+#define RETRIED(call)                                                          \
+	do {                                                                   \
+		int r_;                                                        \
+		uint32_t app_, ours_;                                          \
+		do {                                                           \
+			app_ = tls_slot ? tls_slot->sig_app : 0;               \
+			ours_ = tls_slot ? tls_slot->sig_ours : 0;             \
+			r_ = call;                                             \
+		} while (ours_only(r_, app_, ours_));                          \
+		return r_;                                                     \
+	} while (0)
+
 AGENT_EXPORT int sigsuspend(const sigset_t *mask)
 {
 	REAL(sigsuspend);
 	sigset_t copy;
 	const sigset_t *m = with_prof(mask, &copy);
-	if (m != mask || !tls_slot)
+	if (m != mask)
 		return real_sigsuspend(m);
-	int r;
-	uint32_t app, ours;
-	do {
-		app = tls_slot ? tls_slot->sig_app : 0;
-		ours = tls_slot ? tls_slot->sig_ours : 0;
-		r = real_sigsuspend(mask);
-	} while (ours_only(r, app, ours));
-	return r;
+	RETRIED(real_sigsuspend(mask));
 }
 
 AGENT_EXPORT int pause(void)
@@ -252,14 +258,7 @@ AGENT_EXPORT int pause(void)
 		release(1, &old);
 		return r;
 	}
-	int r;
-	uint32_t app, ours;
-	do {
-		app = tls_slot ? tls_slot->sig_app : 0;
-		ours = tls_slot ? tls_slot->sig_ours : 0;
-		r = real_pause();
-	} while (ours_only(r, app, ours));
-	return r;
+	RETRIED(real_pause());
 }
 
 AGENT_EXPORT ssize_t write(int fd, const void *buf, size_t n)
