@@ -177,7 +177,6 @@ deps:
 # serial within `unit` and `asan`; -k: every fuzz target runs even after
 # one fails).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-SID_PREPARE = scripts/sidroot.sh ensure && scripts/sidroot.sh build all build-sid/tests/synthprof build-sid/unit/test_export_web
 check: deps
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) unit
@@ -190,7 +189,7 @@ check: deps
 	@# and said, by sid-or-skip. check-wheel builds from the root's headers
 	@# and runs in it: made once, here, neither waits for the other.
 	@mkdir -p $(BUILD); \
-	nice -n 10 sh -c '$(SID_PREPARE)' >$(BUILD)/sid-prepare.log 2>&1 & prep=$$!; \
+	nice -n 10 scripts/sidroot.sh prepare >$(BUILD)/sid-prepare.log 2>&1 & prep=$$!; \
 	$(MAKE) func; rc=$$?; \
 	wait $$prep; \
 	exit $$rc

@@ -9,6 +9,7 @@
 #                                     run CMD in the root, in this checkout
 #   scripts/sidroot.sh shell          an interactive shell there
 #   scripts/sidroot.sh build          make PYTHONS="python3.14 python3.15" BUILD=build-sid
+#   scripts/sidroot.sh prepare        ensure, then build what check runs
 #   scripts/sidroot.sh check [PYTEST ARGS...]
 #                                     build, then the functional suite under
 #                                     3.14 and 3.15 only (tests/func, or the
@@ -406,6 +407,14 @@ ensure() {
 	flock -s 9
 }
 
+# What `check` needs built in the root: strata, and two helpers of the unit
+# tests the suite runs (`make func` keeps them current on the host):
+# synthprof and test_export_web.
+prepare() {
+	in_root "$ROOT" make -j"$(nproc)" PYTHONS="$INTERPS" BUILD=build-sid all \
+		build-sid/tests/synthprof build-sid/unit/test_export_web
+}
+
 # ---- commands ---------------------------------------------------------------
 
 cmd=${1:-}
@@ -429,12 +438,13 @@ build)
 	ensure
 	in_root "$ROOT" make -j"$(nproc)" PYTHONS="$INTERPS" BUILD=build-sid "$@"
 	;;
+prepare)
+	ensure
+	prepare
+	;;
 check)
 	ensure
-	# The suite also runs two helpers of the unit tests (`make func`
-	# keeps them current): synthprof and test_export_web.
-	in_root "$ROOT" make -j"$(nproc)" PYTHONS="$INTERPS" BUILD=build-sid all \
-		build-sid/tests/synthprof build-sid/unit/test_export_web
+	prepare
 	[ $# -gt 0 ] || set -- tests/func
 	# Debian's interpreters are the test ids debian-3.14 and debian-3.15;
 	# /usr/bin/python3 (3.14 in sid) is the debian_python of the tests,

@@ -233,7 +233,11 @@ static uint32_t read_counters(struct tslot *s, uint64_t *out)
 			return 0;
 	} else {
 		if (s->trigger_fd < 0 || (s->ev_id[0] && !trigger_is_ours(s, s->trigger_fd, 0))) {
-			atomic_store_explicit(&s->ev_lost, 1, memory_order_relaxed);
+			/* Only from 0: 2 (said) and 3 (a failed exec, to be
+			 * said in its own terms) are the helper's to end. */
+			int none = 0;
+			atomic_compare_exchange_strong_explicit(&s->ev_lost, &none, 1, memory_order_relaxed,
+								memory_order_relaxed);
 			return 0;
 		}
 		ssize_t r = read(s->trigger_fd, buf, sizeof(buf));
