@@ -118,11 +118,19 @@ ensure() {
 		[ -x "$ROOT/usr/bin/python3" ] || skip "no sid root in $ROOT (scripts/sidroot.sh ensure makes it)"
 		return 0
 	fi
-	flock 9
-	if [ "$(cat "$ROOT/.strata-minroot" 2>/dev/null)" != "$(recipe)" ]; then
-		create || exit 1
-	fi
+	# Shared while it is looked at, as while it runs: runs of a current
+	# root side by side (make check-wheel's user and venv jobs) never
+	# wait for each other. Made under the exclusive lock, which waits for
+	# the runs of the old one to end, and looked at again there (another
+	# run may have just made it).
 	flock -s 9
+	if [ "$(cat "$ROOT/.strata-minroot" 2>/dev/null)" != "$(recipe)" ]; then
+		flock 9
+		if [ "$(cat "$ROOT/.strata-minroot" 2>/dev/null)" != "$(recipe)" ]; then
+			create || exit 1
+		fi
+		flock -s 9
+	fi
 }
 
 # ---- running in a fresh copy ------------------------------------------------
