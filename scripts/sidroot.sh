@@ -450,7 +450,9 @@ check)
 	# /usr/bin/python3 (3.14 in sid) is the debian_python of the tests,
 	# and the one the version-independent (edge_pythons) tests run under,
 	# as Debian's does on the host (STRATA_TEST_EVERY_PYTHON=1: both).
-	jobs=${STRATA_TEST_JOBS:-$(nproc)}
+	# One pytest worker more than the cores, as on the host
+	# (scripts/run-func-tests.sh says why).
+	jobs=${STRATA_TEST_JOBS:-$(( $(nproc) + 1 ))}
 	par=""
 	[ "$jobs" -gt 1 ] && par="-n $jobs"
 	in_root "$ROOT" env STRATA_BUILD="$top/build-sid" STRATA_TEST_PYTHONS="debian-3.14 debian-3.15" \
