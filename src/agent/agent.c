@@ -409,7 +409,11 @@ void agent_shutdown(int reason)
 	struct tslot *self = tls_slot;
 	if (reason == END_EXEC && self)
 		trigger_quiet_for_exec(self);
-	link_finish(reason, 5000);
+	/* The helper switches off the events it holds before it answers;
+	 * unanswered (stopped, starved), the one it holds for this thread
+	 * is switched off from here, or the new image dies of it. */
+	if (link_finish(reason, 5000) != 0 && reason == END_EXEC && self)
+		sample_quiet_helper_trigger(self);
 }
 
 /* exec() failed after agent_shutdown(END_EXEC): carry on in a new stream,

@@ -274,6 +274,41 @@ static void take_helper_fds(struct tslot *s)
 		atomic_store(&s->fd_taken, 1);
 }
 
+/* An exec whose FINISH the helper did not answer in time (stopped,
+ * starved, its output blocked): the event the helper opened for this
+ * thread (cpu mode) still counts the thread, which the exec keeps, and
+ * the new image's SIGPROF is back to the default: its next overflow
+ * would kill it. A copy of the helper's descriptor, as take_helper_fds
+ * takes one, switches the event off at the source: disabled, and no
+ * signal (O_ASYNC belongs to the open file the copies share). The number
+ * comes from the slot and the helper may have reused it: only an event
+ * that signals this very thread is touched. Async-signal-safe (an exec
+ * may be made from a handler). */
+void sample_quiet_helper_trigger(struct tslot *s)
+{
+	int hfd = s->helper_fd;
+	pid_t helper = atomic_load_explicit(&agent.helper_pid, memory_order_relaxed);
+	if (hfd < 0 || helper <= 0)
+		return;
+	int hp = (int)syscall(SYS_pidfd_open, helper, 0);
+	if (hp < 0)
+		return;
+	int fd = (int)syscall(SYS_pidfd_getfd, hp, hfd, 0);
+	close(hp);
+	if (fd < 0)
+		return;
+	uint64_t id;
+	struct f_owner_ex own;
+	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && fcntl(fd, F_GETOWN_EX, &own) == 0 &&
+	    own.type == F_OWNER_TID && own.pid == s->tid) {
+		trigger_fd_enable(fd, 0, 0);
+		int fl = fcntl(fd, F_GETFL);
+		if (fl >= 0)
+			fcntl(fd, F_SETFL, fl & ~O_ASYNC);
+	}
+	close(fd);
+}
+
 /* Tags of the SIGPROFs the helper sends (rt_tgsigqueueinfo, SI_QUEUE),
  * so the handler tells them from anyone else's without looking at thread
  * state: a wall-mode tick, or "sampling was turned on or off, or the rate

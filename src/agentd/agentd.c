@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -437,6 +438,13 @@ int main(int argc, char **argv)
 	sigset_t none_set;
 	sigemptyset(&none_set);
 	sigprocmask(SIG_SETMASK, &none_set, NULL);
+
+	/* Where Yama allows ptrace of descendants only (scope 1), the
+	 * process this helper serves (not its parent: the helper was
+	 * reparented) may still take copies of the descriptors held for it
+	 * (pidfd_getfd: its -e counters, and its event before an exec this
+	 * helper did not finish in time). Without Yama: EINVAL, nothing. */
+	prctl(PR_SET_PTRACER, (unsigned long)pid, 0, 0, 0);
 
 	/* The helper holds every thread's event: as many descriptors as
 	 * the hard limit allows (the program's soft limit was for its own). */

@@ -481,6 +481,9 @@ siginfo_t *handoff_original(int sig, siginfo_t *si, siginfo_t *buf);
 
 /* sampler.c */
 int sample_signal_dispatch(int sig, siginfo_t *si, void *uc);
+/* Before an exec the helper did not finish in time: the event it holds
+ * for thread s, switched off through a copy (pidfd_getfd). */
+void sample_quiet_helper_trigger(struct tslot *s);
 /* An allocation sample (objects-sample.c): the calling thread's stack
  * with the AW_N words of objects.h; uc: registers to unwind from
  * (--native), or NULL. Returns 0, or -1 if the ring was full. */

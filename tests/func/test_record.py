@@ -153,6 +153,23 @@ def test_failed_exec_keeps_streams_whole(python, record):
     assert all(p["pid"] for p in data["processes"]), data["processes"]
 
 
+@pytest.mark.edge_pythons
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_exec_while_the_helper_cannot_answer(python, record, mode):
+    """An exec waits at most 5 s for the helper to finish the stream. In
+    cpu mode the helper holds the thread's perf event and switches it off
+    before it answers; unanswered (a stopped or starved helper), the event
+    went on signalling the thread, which the exec keeps, and the new image
+    (SIGPROF back to its default) was killed: exit 155, no "done". The
+    agent now switches it off through a copy of the helper's descriptor."""
+    r = record(python, "exec_stalled_helper.py", "6", opts=["--mode", mode])
+    lines = r.stdout.splitlines()
+    assert lines and lines[0].startswith("helper ") and lines[0] != "helper None", r.stdout
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert lines[1:] == ["done"], r.stdout
+    assert r.report()["samples"] > 0
+
+
 def test_right_answers(python, record):
     r = record(python, "answers.py")
     assert r.returncode == 0, r.stderr
