@@ -162,7 +162,7 @@ def test_exec_while_the_helper_cannot_answer(python, record, mode):
     went on signalling the thread, which the exec keeps, and the new image
     (SIGPROF back to its default) was killed: exit 155, no "done". The
     agent now switches it off through a copy of the helper's descriptor."""
-    r = record(python, "exec_stalled_helper.py", "6", opts=["--mode", mode])
+    r = record(python, "exec_stalled_helper.py", opts=["--mode", mode], timeout=120)
     lines = r.stdout.splitlines()
     assert lines and lines[0].startswith("helper ") and lines[0] != "helper None", r.stdout
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)

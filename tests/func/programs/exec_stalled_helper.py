@@ -1,19 +1,17 @@
 """Execs a program that has no SIGPROF handler while strata's helper for
 this process cannot answer: the helper is stopped (SIGSTOP) just before
-the exec, so the agent's wait for it to finish the stream (5 s) runs out,
-and a child continues it (SIGCONT) after that. The new image computes for
-a moment and prints "done". Without strata, or with a helper that left no
-live event behind, it exits 0; an event still signalling the thread kills
+the exec, so the agent's wait for it to finish the stream (5 s) runs out
+before the exec is made. The new image computes for a moment, prints
+"done" and continues the helper (SIGCONT), which then finishes.
+Without strata, or with a helper that left no live event behind, it exits 0; an event still signalling the thread kills
 it with SIGPROF (exit status 155 from a shell: "Profiling timer
 expired"). Prints "helper PID" first (None: no helper found, which a test
-must treat as a failure). argv[1]: seconds before SIGCONT (default 6).
+must treat as a failure).
 """
 import os
 import signal
-import sys
 import time
 
-WAIT = float(sys.argv[1]) if len(sys.argv) > 1 else 6.0
 me = os.getpid()
 helper = None
 for pid in os.listdir("/proc"):
@@ -30,10 +28,24 @@ print("helper", helper, flush=True)
 t = time.process_time()
 while time.process_time() - t < 0.3:
     pass
+# The new image continues the helper when it is done. Should it be
+# killed first (the bug), a guard continues it 15 s later, so no stopped
+# helper is left behind. The guard is forked before the stop: a fork
+# child takes the region's lock, which a stopped helper may hold, and it
+# says it is past that before the helper is stopped.
+cont = "kill -CONT %d" % helper if helper else ":"
 if helper:
-    os.kill(helper, signal.SIGSTOP)
+    r, w = os.pipe()
     if os.fork() == 0:
-        time.sleep(WAIT)
-        os.kill(helper, signal.SIGCONT)
+        os.close(r)
+        os.write(w, b"x")
+        time.sleep(15)
+        try:
+            os.kill(helper, signal.SIGCONT)
+        except OSError:
+            pass
         os._exit(0)
-os.execv("/bin/sh", ["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done"])
+    os.close(w)
+    os.read(r, 1)
+    os.kill(helper, signal.SIGSTOP)
+os.execv("/bin/sh", ["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done; " + cont])
