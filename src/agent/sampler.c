@@ -252,21 +252,26 @@ static uint32_t read_counters(struct tslot *s, uint64_t *out)
 	return s->ncounters;
 }
 
-/* A thread registered by the helper's scan, with -e counters: its events
- * were opened in the helper. Take a copy of the leader once, so counters
- * can be read here; the helper's pidfd is open only for that moment, and
- * the copy goes above the numbers a program uses. Async-signal-safe. */
-static void take_helper_fds(struct tslot *s)
+/* A copy of the helper's descriptor hfd, or -1: the helper's pidfd is
+ * open only for that moment. Async-signal-safe. */
+static int helper_fd_copy(int hfd)
 {
 	pid_t helper = atomic_load_explicit(&agent.helper_pid, memory_order_relaxed);
-	int hp = helper > 0 ? (int)syscall(SYS_pidfd_open, helper, 0) : -1;
-	if (hp < 0) {
-		s->trigger_fd = -2;
-		return;
-	}
-	int fd = (int)syscall(SYS_pidfd_getfd, hp, s->helper_fd, 0);
+	int hp = helper > 0 && hfd >= 0 ? (int)syscall(SYS_pidfd_open, helper, 0) : -1;
+	if (hp < 0)
+		return -1;
+	int fd = (int)syscall(SYS_pidfd_getfd, hp, hfd, 0);
 	close(hp);
-	fd = fd_high(fd);
+	return fd;
+}
+
+/* A thread registered by the helper's scan, with -e counters: its events
+ * were opened in the helper. Take a copy of the leader once, so counters
+ * can be read here; the copy goes above the numbers a program uses.
+ * Async-signal-safe. */
+static void take_helper_fds(struct tslot *s)
+{
+	int fd = fd_high(helper_fd_copy(s->helper_fd));
 	/* -2: no copy (ptrace rules forbid it); samples carry no counts, and
 	 * the helper keeps its own. */
 	s->trigger_fd = fd >= 0 ? fd : -2;
@@ -286,26 +291,14 @@ static void take_helper_fds(struct tslot *s)
  * may be made from a handler). */
 void sample_quiet_helper_trigger(struct tslot *s)
 {
-	int hfd = s->helper_fd;
-	pid_t helper = atomic_load_explicit(&agent.helper_pid, memory_order_relaxed);
-	if (hfd < 0 || helper <= 0)
-		return;
-	int hp = (int)syscall(SYS_pidfd_open, helper, 0);
-	if (hp < 0)
-		return;
-	int fd = (int)syscall(SYS_pidfd_getfd, hp, hfd, 0);
-	close(hp);
+	int fd = helper_fd_copy(s->helper_fd);
 	if (fd < 0)
 		return;
 	uint64_t id;
 	struct f_owner_ex own;
 	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && fcntl(fd, F_GETOWN_EX, &own) == 0 &&
-	    own.type == F_OWNER_TID && own.pid == s->tid) {
-		trigger_fd_enable(fd, 0, 0);
-		int fl = fcntl(fd, F_GETFL);
-		if (fl >= 0)
-			fcntl(fd, F_SETFL, fl & ~O_ASYNC);
-	}
+	    own.type == F_OWNER_TID && own.pid == s->tid)
+		trigger_fd_silence(fd);
 	close(fd);
 }
 

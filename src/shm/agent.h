@@ -439,6 +439,9 @@ int trigger_is_ours(struct tslot *s, int fd, int idx);
 /* Arms or disarms a perf event: refresh (one overflow, re-armed by the
  * handler) or free running. */
 void trigger_fd_enable(int fd, int on, int refresh);
+/* The event of fd disabled and its overflow signal off (O_ASYNC belongs
+ * to the open file: every copy of it falls silent). Async-signal-safe. */
+void trigger_fd_silence(int fd);
 /* Arms or disarms a POSIX timer trigger (its own process only). */
 void trigger_timer_arm(struct tslot *s, int on);
 int sampler_pick_trigger(void);

@@ -383,15 +383,19 @@ int trigger_open(struct tslot *s, pid_t tid)
 	return 0;
 }
 
+void trigger_fd_silence(int fd)
+{
+	trigger_fd_enable(fd, 0, 0);
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_ASYNC);
+}
+
 void trigger_quiet_for_exec(struct tslot *s)
 {
 	int ours = s->trigger_fd >= 0 && (!s->ev_id[0] || trigger_is_ours(s, s->trigger_fd, 0));
-	if (ours) {
-		trigger_fd_enable(s->trigger_fd, 0, 0);
-		int fl = fcntl(s->trigger_fd, F_GETFL);
-		if (fl >= 0)
-			fcntl(s->trigger_fd, F_SETFL, fl & ~O_ASYNC);
-	}
+	if (ours)
+		trigger_fd_silence(s->trigger_fd);
 	/* Its descriptor closed, the group lives by its mapping: gone with
 	 * it now, with the exec that ends the stream. Nothing to tell (the
 	 * helper's check, writer.c, which looks at unmapped groups, would

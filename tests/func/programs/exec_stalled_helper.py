@@ -2,10 +2,10 @@
 this process cannot answer: the helper is stopped (SIGSTOP) just before
 the exec, so the agent's wait for it to finish the stream (5 s) runs out
 before the exec is made. The new image computes for a moment, prints
-"done" and continues the helper (SIGCONT), which then finishes.
-Without strata, or with a helper that left no live event behind, it exits 0; an event still signalling the thread kills
-it with SIGPROF (exit status 155 from a shell: "Profiling timer
-expired"). Prints "helper PID" first (None: no helper found, which a test
+"done" and continues the helper (SIGCONT), which then finishes. Without
+strata, or with a helper that left no live event behind, it exits 0; an
+event still signalling the thread kills it with SIGPROF (exit status 155
+from a shell: "Profiling timer expired"). Prints "helper PID" first (None: no helper found, which a test
 must treat as a failure).
 """
 import os
