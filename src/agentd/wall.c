@@ -148,16 +148,34 @@ static uint64_t tstate_by_tid(struct tslot *s)
 	return 0;
 }
 
-/* An idle sample of blocked thread s into the sampler's ring. */
-static void capture_idle(struct tslot *s)
+/* An idle sample of blocked thread s into the sampler's ring. Returns 1,
+ * taking none, if the thread turned out to be runnable again (it woke
+ * after its state was read): the caller signals it, as a running thread. */
+static int capture_idle(struct tslot *s)
 {
 	unsigned depth = agent.cfg.max_depth;
+	struct wall_cache *c = s->wall_cache;
+	if (!c) {
+		c = calloc(1, sizeof(*c) + depth * sizeof(struct strata_pyframe));
+		s->wall_cache = c;
+	}
+	uint64_t rt = 0, pc = 0;
+	int have = task_sched(s, &rt, &pc) == 0;
+	int same = c && c->valid && have && rt == c->runtime && pc == c->pcount;
+	/* A new episode of blocking: why this one (waitwhy.c). A thread
+	 * that woke meanwhile, sampled as idle with no reason, was an idle
+	 * sample of a thread about to run (up to a third of a GIL-bound
+	 * thread's waits under load). */
+	uint8_t why = same ? c->wait : wait_why(s->tid);
+	if (why == WAIT_WOKE)
+		return 1;
+
 	struct ring *ring = &agent.sampler_slot->ring;
 	uint32_t max = (uint32_t)(sizeof(struct rsample) + depth * sizeof(struct strata_pyframe));
 	uint8_t *p = ring_reserve(ring, max);
 	if (!p) {
 		atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
-		return;
+		return 0;
 	}
 	struct rsample *h = (struct rsample *)p;
 	struct strata_pyframe *fr = (struct strata_pyframe *)(p + sizeof(*h));
@@ -166,23 +184,13 @@ static void capture_idle(struct tslot *s)
 	h->tid = (uint32_t)s->tid;
 	h->weight = 1;
 	h->sample_flags = SAMPLE_IDLE;
-
-	struct wall_cache *c = s->wall_cache;
-	if (!c) {
-		c = calloc(1, sizeof(*c) + depth * sizeof(struct strata_pyframe));
-		s->wall_cache = c;
-	}
-	uint64_t rt = 0, pc = 0;
-	int have = task_sched(s, &rt, &pc) == 0;
-	if (c && c->valid && have && rt == c->runtime && pc == c->pcount) {
+	h->wait = why;
+	if (same) {
 		memcpy(fr, c->fr, c->n * sizeof(*fr));
 		h->npy = (uint16_t)c->n;
 		h->py_missing = c->missing;
 		h->stack_flags = c->flags;
-		h->wait = c->wait;
 	} else {
-		/* A new episode of blocking: why this one (waitwhy.c). */
-		h->wait = wait_why(s->tid);
 		/* The writer reads tasks through the same reader. */
 		pthread_mutex_lock(&agentd_reader_lock);
 		uint64_t ts = (uint64_t)(uintptr_t)s->tstate;
@@ -215,7 +223,7 @@ static void capture_idle(struct tslot *s)
 			c->n = (uint32_t)n;
 			c->missing = missing;
 			c->flags = flags;
-			c->wait = h->wait;
+			c->wait = why;
 			c->runtime = rt;
 			c->pcount = pc;
 			c->valid = have && !(flags & STACK_PY_FAULT);
@@ -225,6 +233,7 @@ static void capture_idle(struct tslot *s)
 		agent.code_seen[code_seen_slot(fr[i].code)] = 1;
 	ring_commit(ring, (uint32_t)(sizeof(*h) + h->npy * sizeof(struct strata_pyframe)));
 	atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+	return 0;
 }
 
 static void ts_add_ns(struct timespec *t, uint64_t ns)
@@ -280,7 +289,7 @@ static void *wall_main(void *arg)
 			if (atomic_load(&s->exited))
 				continue;
 			int run = thread_running(s);
-			if (run != 0) {
+			if (run != 0 || capture_idle(s)) {
 				/* Counted, not set: a thread waiting for a CPU
 				 * takes one signal for all the ticks it waited
 				 * (a standard signal is pending at most once), and
@@ -294,8 +303,6 @@ static void *wall_main(void *arg)
 				si.si_uid = getuid();
 				si.si_value.sival_ptr = WALL_TAG;
 				syscall(SYS_rt_tgsigqueueinfo, agent.pid, s->tid, SIGPROF, &si);
-			} else {
-				capture_idle(s);
 			}
 		}
 		reg_unlock();
