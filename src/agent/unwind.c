@@ -63,10 +63,14 @@ static const int greg_of_dwarf[CFI_NREGS] = {
  * rule still holds in the caller after a call. */
 #define CALLEE_SAVED ((1u << DW_RBX) | (1u << DW_RBP) | (1u << 12) | (1u << 13) | (1u << 14) | (1u << 15))
 
+/* A word at any address: a rule computed from a stack that is not what
+ * the CFI expected may point anywhere, and x86-64 reads it unaligned. */
+typedef uint64_t __attribute__((aligned(1))) u64_any;
+
 static inline uint64_t load(uint64_t addr)
 {
 	/* Under the capture's fault guard: an unmapped address longjmps out. */
-	return *(volatile const uint64_t *)(uintptr_t)addr;
+	return *(volatile const u64_any *)(uintptr_t)addr;
 }
 
 /* Reads target bytes for pytramp_at, under the capture's fault guard;

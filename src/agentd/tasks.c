@@ -371,7 +371,8 @@ static struct chain *chain_of(uint64_t t, int self, int depth, struct wbuf *recs
 			memcpy(c->anc, p->self, p->nself * sizeof(*c->anc));
 			for (uint32_t i = 0; i < p->nself; i++)
 				c->anc[i].flags = PYF_AWAITER;
-			memcpy(c->anc + p->nself, p->anc, p->nanc * sizeof(*c->anc));
+			if (p->nanc) /* p->anc is NULL when it has none */
+				memcpy(c->anc + p->nself, p->anc, p->nanc * sizeof(*c->anc));
 			c->b[0] = (struct rec_task_frame){ .at = p->nself - 1, .task = p->index, .flags = p->flags };
 			for (uint32_t i = 0; i < p->nb; i++) {
 				c->b[1 + i] = p->b[i];

@@ -80,8 +80,15 @@ void remote_load(void *dst, const void *src, size_t n);
 #else
 #define LD(lv) (lv)
 #endif
-/* An object's type, through LD. */
-#define TYPE_OF(o) LD(((PyObject *)(o))->ob_type)
+/* An object's type, through LD; NULL where the object or the type is not
+ * 8-byte aligned, as none is (a stale or torn pointer read from the
+ * target: reading a member through it is a misaligned access, which the
+ * UBSan build stops at, make ubsan-func). */
+#define ALIGNED8(p) (!((uintptr_t)(p) & 7))
+#define TYPE_OF(o) ({ \
+	PyTypeObject *type_of_ = ALIGNED8(o) ? LD(((PyObject *)(o))->ob_type) : NULL; \
+	ALIGNED8(type_of_) ? type_of_ : NULL; \
+})
 
 /* ===== the code object, per version ===================================== */
 

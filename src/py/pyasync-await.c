@@ -60,6 +60,8 @@ static int partial_ok(PyObject *o)
 	static uint64_t good, bad;
 	PyTypeObject *tp = TYPE_OF(o);
 	uint64_t t = (uint64_t)(uintptr_t)tp;
+	if (!tp)
+		return 0; /* not an object (and good is 0 until one is found) */
 	if (t == good)
 		return 1;
 	if (t == bad)

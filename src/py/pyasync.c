@@ -89,10 +89,13 @@ void *async_gen_frame(PyObject *gen)
 
 int async_is_a(PyObject *o, uint64_t base)
 {
+	/* Types are 8-byte aligned, as objects are (TYPE_OF): anything else
+	 * is not one (a stale pointer), and reading a member through it
+	 * would be a misaligned access. */
 	if (!o || !base)
 		return 0;
 	PyTypeObject *tp = TYPE_OF(o);
-	for (int i = 0; tp && i < 8; i++, tp = LD(tp->tp_base))
+	for (int i = 0; tp && ALIGNED8(tp) && i < 8; i++, tp = LD(tp->tp_base))
 		if ((uint64_t)(uintptr_t)tp == base)
 			return 1;
 	return 0;
@@ -129,6 +132,8 @@ PyObject *async_inst_attr(PyObject *o, uint64_t key, const char *name)
 	if (!o)
 		return NULL;
 	PyTypeObject *tp = TYPE_OF(o);
+	if (!tp)
+		return NULL;
 	PyObject *dict = NULL;
 #if PY_VERSION_HEX < 0x030B0000
 	Py_ssize_t off = LD(tp->tp_dictoffset);

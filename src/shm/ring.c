@@ -1,7 +1,11 @@
 /*
- * ring.c — SPSC byte ring; see ring.h. Its memory is in the shared region. Layout of a slot: a 4-byte length
- * word at an 8-byte aligned position, then the record. The reservation
- * remembers where it started so the commit writes the final length there.
+ * ring.c — SPSC byte ring; see ring.h. Its memory is in the shared region.
+ * Layout of a slot: a 4-byte length word at an 8-byte aligned position,
+ * 4 bytes unused, then the record, 8-byte aligned too (a record holds
+ * 8-byte fields, read and written in place: with a 4-byte header they were
+ * all misaligned, which the helper built with UBSan stopped at). The
+ * reservation remembers where it started so the commit writes the final
+ * length there.
  */
 #include "ring.h"
 
@@ -10,6 +14,7 @@
 #include "shm.h"
 
 #define ALIGN8(x) (((x) + 7u) & ~7u)
+#define HDR 8u /* the length word and its padding */
 
 int ring_init(struct ring *r, uint32_t size)
 {
@@ -38,7 +43,7 @@ void *ring_reserve(struct ring *r, uint32_t max)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-	uint32_t need = ALIGN8(max + 4u);
+	uint32_t need = ALIGN8(max + HDR);
 	uint32_t pos = (uint32_t)(head & (r->size - 1));
 	uint32_t to_end = r->size - pos;
 	uint64_t used = head - tail;
@@ -55,14 +60,14 @@ void *ring_reserve(struct ring *r, uint32_t max)
 	} else if (used + need > r->size) {
 		return NULL;
 	}
-	return r->buf + pos + 4;
+	return r->buf + pos + HDR;
 }
 
 int ring_commit(struct ring *r, uint32_t used)
 {
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint32_t pos = (uint32_t)(head & (r->size - 1));
-	uint32_t len = ALIGN8(used + 4u);
+	uint32_t len = ALIGN8(used + HDR);
 	*(uint32_t *)(r->buf + pos) = used;
 	atomic_store_explicit(&r->head, head + len, memory_order_release);
 	uint64_t before = head - atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -83,7 +88,7 @@ const void *ring_peek(struct ring *r, uint32_t *len)
 			continue;
 		}
 		*len = w;
-		return r->buf + pos + 4;
+		return r->buf + pos + HDR;
 	}
 }
 
@@ -92,5 +97,5 @@ void ring_release(struct ring *r)
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	uint32_t pos = (uint32_t)(tail & (r->size - 1));
 	uint32_t w = *(uint32_t *)(r->buf + pos);
-	atomic_store_explicit(&r->tail, tail + ALIGN8(w + 4u), memory_order_release);
+	atomic_store_explicit(&r->tail, tail + ALIGN8(w + HDR), memory_order_release);
 }

@@ -4,7 +4,7 @@
  * The producer is one thread's signal handler (or the helper's wall-mode
  * sampler); the consumer is the helper's writer. Memory is allocated once,
  * outside any handler; the producer side is lock-free and allocation-free.
- * Records are 8-byte aligned, prefixed by their length; a record that would
+ * Records are 8-byte aligned, prefixed by their length (8 bytes); a record that would
  * straddle the end is preceded by a padding record so every record is
  * contiguous and can be filled in place.
  */
