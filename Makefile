@@ -105,7 +105,7 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests \
+.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests ubsan-func \
 	wheel check-wheel
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
@@ -129,15 +129,15 @@ $(OBJ)/agent/%.o: src/%.c
 
 $(BIN)/strata: $(CLI_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(CLI_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(SAN_EXTRA) $(CLI_LIBS)
 
 $(LIBDIR)/libstrata-agent.so: $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now $(AGENT_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,nodelete -Wl,-z,now $(AGENT_LDFLAGS) -o $@ $^ $(SAN_EXTRA) $(AGENT_LIBS)
 
 $(LIBDIR)/strata-agentd: $(AGENTD_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -pie -o $@ $^ $(AGENTD_LIBS)
+	$(CC) $(CFLAGS) -pie -o $@ $^ $(SAN_EXTRA) $(AGENTD_LIBS)
 
 # Nothing but a dependency on capstone: the helper dlopens it and finds
 # capstone's functions through it (src/agentd/cfi-synth.c says why).
@@ -169,6 +169,7 @@ $(OBJ)/cli/export/heatmap.o $(BUILD)/asan/obj/export/heatmap.o: src/export/heatm
 # ---- tests ----------------------------------------------------------------
 
 include tests/unit/unit.mk
+include tests/san/san.mk
 
 deps:
 	scripts/deps.sh
@@ -193,7 +194,7 @@ check: deps
 	$(MAKE) func; rc=$$?; \
 	wait $$prep; \
 	exit $$rc
-	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel
+	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel ubsan-func
 
 func: all check-pythons
 	scripts/run-func-tests.sh
