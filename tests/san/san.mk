@@ -17,9 +17,9 @@ UBSAN_DIR    = $(BUILD)/ubsan
 UBSAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=undefined -fno-sanitize-recover=undefined
 # The functional tests where the agent's and the helper's work is widest:
 # both sampling modes and every record, why threads wait, asyncio's tasks,
-# native stacks (the signal handler's unwinder). make check runs these
-# (55 s on 2 cores alone; make check runs it beside its last stage); UBSAN_TESTS and
-# UBSAN_PYTHONS widen it (the whole suite: about 12 minutes).
+# native stacks (the signal handler's unwinder): 55 s on 2 cores alone;
+# make check runs them beside its last stage. UBSAN_TESTS and
+# UBSAN_PYTHONS widen the run (the whole suite: about 12 minutes).
 UBSAN_TESTS ?= tests/func/test_record.py tests/func/test_idle.py tests/func/test_async.py \
 	       tests/func/test_native.py
 .PHONY: ubsan-build ubsan-func
