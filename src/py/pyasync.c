@@ -89,12 +89,11 @@ void *async_gen_frame(PyObject *gen)
 
 int async_is_a(PyObject *o, uint64_t base)
 {
-	/* Types are 8-byte aligned, as objects are (TYPE_OF): anything else
-	 * is not one (a stale pointer), and reading a member through it
-	 * would be a misaligned access. */
 	if (!o || !base)
 		return 0;
 	PyTypeObject *tp = TYPE_OF(o);
+	/* A base that is not 8-byte aligned is not a type (TYPE_OF checks
+	 * the first): reading its tp_base would be a misaligned access. */
 	for (int i = 0; tp && ALIGNED8(tp) && i < 8; i++, tp = LD(tp->tp_base))
 		if ((uint64_t)(uintptr_t)tp == base)
 			return 1;

@@ -48,16 +48,17 @@ def build_late_start(python, where):
                         "print(sysconfig.get_config_var('VERSION')); print(sysconfig.get_config_var('LIBDIR'))"],
                        capture_output=True, text=True, check=True).stdout.split("\n")
     config = "%s/python%s-config" % (q[0], q[1])
-    flags = []
-    for what in ("--cflags", "--ldflags"):
-        out = subprocess.run([config, "--embed", what] if what == "--ldflags" else [config, what],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            return None
-        flags.append(shlex.split(out.stdout))
+
+    def ask(*args):
+        out = subprocess.run([config] + list(args), capture_output=True, text=True)
+        return shlex.split(out.stdout) if out.returncode == 0 else None
+
+    cflags, ldflags = ask("--cflags"), ask("--embed", "--ldflags")
+    if cflags is None or ldflags is None:
+        return None
     exe = where / "late_start"
-    subprocess.run(["gcc", "-O2"] + flags[0] + ["-o", str(exe), str(PROGRAMS / "native" / "late_start.c")] +
-                   flags[1] + ["-Wl,-rpath," + q[2]], check=True)
+    subprocess.run(["gcc", "-O2"] + cflags + ["-o", str(exe), str(PROGRAMS / "native" / "late_start.c")] +
+                   ldflags + ["-Wl,-rpath," + q[2]], check=True)
     return exe
 
 
