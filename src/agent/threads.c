@@ -142,7 +142,7 @@ void thread_unregister(struct tslot *s)
 	 * still in flight, then the trigger goes, then the writer may free. */
 	__atomic_store_n(&tls_slot, NULL, __ATOMIC_SEQ_CST);
 	pthread_setspecific(slot_key, NULL);
-	if (agent.by_tid) {
+	if (slot_in_tidtab(s)) {
 		reg_lock();
 		tidtab_del(s);
 		reg_unlock();

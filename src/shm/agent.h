@@ -265,7 +265,8 @@ struct agent_state {
 	char agent_dir[4096];        /* where libstrata-agent.so and the modules are */
 	int standby;                 /* no output at start: wait for `attach` */
 	/* Loaded with dlopen: threads that predate the agent are found by
-	 * scanning /proc/PID/task and their slots looked up by tid. */
+	 * scanning /proc/PID/task and their slots looked up by tid (the
+	 * leader's always is: slot_in_tidtab). */
 	int by_tid;
 
 	pthread_mutex_t reg_lock;    /* process-shared, robust: the slot list */
@@ -406,6 +407,7 @@ struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed 
 struct tslot *slot_link(struct tslot *s);
 void slot_free(struct tslot *s);
 struct tslot *slot_by_tid(pid_t tid);                  /* handler-safe */
+int slot_in_tidtab(const struct tslot *s);
 void tidtab_del(struct tslot *s);                      /* caller holds reg_lock */
 void reg_lock(void);
 void reg_unlock(void);

@@ -6,10 +6,10 @@
  * or the helper's scan for threads that predate a dlopen'ed agent. The
  * list is changed under agent.reg_lock, a process-shared robust mutex that
  * neither side ever takes in a signal handler. Threads the pthread_create
- * wrapper never saw are also in a tid table: open addressing on the tid,
- * where the handler compares the tid stored in the entry, never a slot's
- * memory, so it cannot touch a freed slot; a removed entry keeps tid
- * TID_GONE so probe chains stay intact.
+ * wrapper never saw, and the leader, are also in a tid table: open
+ * addressing on the tid, where the handler compares the tid stored in the
+ * entry, never a slot's memory, so it cannot touch a freed slot; a
+ * removed entry keeps tid TID_GONE so probe chains stay intact.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -120,6 +120,15 @@ void tidtab_del(struct tslot *s)
 	}
 }
 
+/* Whether a slot is looked up by its tid: every one with a dlopen'ed agent
+ * (threads that predate it are found by a scan); with a preloaded one,
+ * the leader's only, which a thread passing a signal on asks for the mask
+ * the leader returns to from our handler (handoff.c). */
+int slot_in_tidtab(const struct tslot *s)
+{
+	return agent.by_tid || s->tid == agent.pid;
+}
+
 /* With a dlopen'ed agent two parties register threads: the helper's scan
  * of /proc and the thread itself (the Python module's thread hook). Each
  * looks the tid up first, but both can miss and link a slot: the check is
@@ -137,7 +146,7 @@ struct tslot *slot_link(struct tslot *s)
 	}
 	s->next = agent.slots;
 	agent.slots = s;
-	if (agent.by_tid)
+	if (slot_in_tidtab(s))
 		tidtab_add(s);
 	reg_unlock();
 	return s;

@@ -39,6 +39,7 @@ STRATA_TEST_EVERY_PYTHON=1 or STRATA_TEST_PYTHONS runs everything under it.
 """
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -412,3 +413,26 @@ def assert_window_samples(samples, cpu, what):
     make check's load a program got 76 ms of CPU in a 2 s window."""
     assert samples >= 20 and 0.5 * cpu - 50 <= samples <= 1.1 * cpu + 30, \
         "%s: %d samples while the process used %.0f ms of CPU" % (what, samples, cpu)
+
+
+def build_embedding(python, source, where):
+    """programs/native/SOURCE, a program that embeds Python, built with
+    -O2 and linked with the interpreter's own python3.X-config --embed
+    flags into directory `where`; None if this interpreter has no
+    python3.X-config."""
+    q = subprocess.run([str(python.exe), "-c", "import sysconfig; print(sysconfig.get_config_var('BINDIR')); "
+                        "print(sysconfig.get_config_var('VERSION')); print(sysconfig.get_config_var('LIBDIR'))"],
+                       capture_output=True, text=True, check=True).stdout.split("\n")
+    config = "%s/python%s-config" % (q[0], q[1])
+
+    def ask(*args):
+        out = subprocess.run([config] + list(args), capture_output=True, text=True)
+        return shlex.split(out.stdout) if out.returncode == 0 else None
+
+    cflags, ldflags = ask("--cflags"), ask("--embed", "--ldflags")
+    if cflags is None or ldflags is None:
+        return None
+    exe = where / Path(source).stem
+    subprocess.run(["gcc", "-O2"] + cflags + ["-o", str(exe), str(PROGRAMS / "native" / source)] +
+                   ldflags + ["-Wl,-rpath," + q[2]], check=True)
+    return exe

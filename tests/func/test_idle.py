@@ -2,12 +2,9 @@
 each blocked sample says why its thread waits, from the thread's system
 call and the interpreter's GIL. Known answers: threads that each block one
 way for the whole run, and threads that take turns on the GIL."""
-import shlex
-import subprocess
-
 import pytest
 
-from conftest import PROGRAMS, func_row, strata
+from conftest import build_embedding, func_row, strata
 
 
 def _waits(threads):
@@ -41,27 +38,6 @@ def test_why_threads_wait(python, record):
     assert lines and " GIL " in lines[0], text.stdout
 
 
-def build_late_start(python, where):
-    """late_start.c, linked with the interpreter's own --embed flags; None
-    if this interpreter has no python3.X-config."""
-    q = subprocess.run([str(python.exe), "-c", "import sysconfig; print(sysconfig.get_config_var('BINDIR')); "
-                        "print(sysconfig.get_config_var('VERSION')); print(sysconfig.get_config_var('LIBDIR'))"],
-                       capture_output=True, text=True, check=True).stdout.split("\n")
-    config = "%s/python%s-config" % (q[0], q[1])
-
-    def ask(*args):
-        out = subprocess.run([config] + list(args), capture_output=True, text=True)
-        return shlex.split(out.stdout) if out.returncode == 0 else None
-
-    cflags, ldflags = ask("--cflags"), ask("--embed", "--ldflags")
-    if cflags is None or ldflags is None:
-        return None
-    exe = where / "late_start"
-    subprocess.run(["gcc", "-O2"] + cflags + ["-o", str(exe), str(PROGRAMS / "native" / "late_start.c")] +
-                   ldflags + ["-Wl,-rpath," + q[2]], check=True)
-    return exe
-
-
 def test_gil_waits_after_a_late_start(python, record, tmp_path):
     """A futex wait sampled before the interpreter exists (an embedding
     program's own start-up; under load, Python's) is some other lock: the
@@ -69,7 +45,7 @@ def test_gil_waits_after_a_late_start(python, record, tmp_path):
     waits for the GIL that come later are still the GIL's. The helper did
     not look for it again for a second, and called every wait for the GIL
     in that second a lock: about 80 of each burner's 360 idle samples."""
-    exe = build_late_start(python, tmp_path)
+    exe = build_embedding(python, "late_start.c", tmp_path)
     if exe is None:
         pytest.skip("Python %s has no python-config to embed it with" % python.version)
     res = record(python, "idle_threads.py", "2", opts=["--mode", "wall", "-F", "200"], exe=exe)
