@@ -47,6 +47,9 @@
 #define HANDOFF_SPIN_NS (200u * 1000u)
 #define HANDOFF_SLEEP_MIN_NS (50u * 1000u)
 #define HANDOFF_SLEEP_MAX_NS (2u * 1000000u)
+/* How long a thread passing a signal on waits to learn the mask the leader
+ * returns to from our handler (leader_takes). */
+#define HANDOFF_LEADER_MAX_NS (20u * 1000000u)
 
 struct tstatus {
 	char state;              /* 'R', 'S', 'D', 'T', 't', 'Z', 'X', ... */
@@ -157,36 +160,48 @@ static uint64_t pending_word(void)
 	return (uint64_t)p.__val[0];
 }
 
-/* Waits until none of `sigs` is pending any more, or the bound passes.
- * Returns those still pending. Every signal but the synchronous ones is
- * blocked in our handler, so rt_sigpending shows them. */
-static uint64_t wait_taken(uint64_t sigs)
+/* Counts a wait of `waited` ns (for `strata ctl PID status`). */
+static void wait_account(uint64_t waited, int timed_out)
 {
-	uint64_t t0 = mono_ns(), waited = 0;
-	uint64_t left = sigs, sleep_ns = HANDOFF_SLEEP_MIN_NS;
 	atomic_fetch_add_explicit(&agent.handoff_waits, 1, memory_order_relaxed);
-	for (;;) {
-		if (waited < HANDOFF_SPIN_NS) {
-			syscall(SYS_sched_yield);
-		} else {
-			struct timespec ts = { 0, (long)sleep_ns };
-			syscall(SYS_nanosleep, &ts, NULL);
-			if (sleep_ns < HANDOFF_SLEEP_MAX_NS)
-				sleep_ns *= 2;
-		}
-		left = pending_word() & sigs;
-		waited = mono_ns() - t0;
-		if (!left || waited >= HANDOFF_MAX_NS)
-			break;
-	}
 	atomic_fetch_add_explicit(&agent.handoff_ns, waited, memory_order_relaxed);
-	if (left)
+	if (timed_out)
 		atomic_fetch_add_explicit(&agent.handoff_timeouts, 1, memory_order_relaxed);
 	uint64_t max = atomic_load_explicit(&agent.handoff_max_ns, memory_order_relaxed);
 	while (waited > max &&
 	       !atomic_compare_exchange_weak_explicit(&agent.handoff_max_ns, &max, waited, memory_order_relaxed,
 						      memory_order_relaxed))
 		;
+}
+
+/* One step of a bounded wait that began at t0: yields the CPU first (the
+ * leader may be queued on this one), then sleeps, doubling from *sleep_ns.
+ * Returns the time waited so far. */
+static uint64_t wait_step(uint64_t t0, uint64_t *sleep_ns)
+{
+	uint64_t waited = mono_ns() - t0;
+	if (waited < HANDOFF_SPIN_NS) {
+		syscall(SYS_sched_yield);
+	} else {
+		struct timespec ts = { 0, (long)*sleep_ns };
+		syscall(SYS_nanosleep, &ts, NULL);
+		if (*sleep_ns < HANDOFF_SLEEP_MAX_NS)
+			*sleep_ns *= 2;
+	}
+	return mono_ns() - t0;
+}
+
+/* Waits until none of `sigs` is pending any more, or the bound passes.
+ * Returns those still pending. Every signal but the synchronous ones is
+ * blocked in our handler, so rt_sigpending shows them. */
+static uint64_t wait_taken(uint64_t sigs)
+{
+	uint64_t t0 = mono_ns(), waited, sleep_ns = HANDOFF_SLEEP_MIN_NS, left;
+	do {
+		waited = wait_step(t0, &sleep_ns);
+		left = pending_word() & sigs;
+	} while (left && waited < HANDOFF_MAX_NS);
+	wait_account(waited, left != 0);
 	return left;
 }
 
@@ -196,27 +211,52 @@ static uint64_t wait_taken(uint64_t sigs)
  * state cannot be read. */
 static uint64_t leader_takes(pid_t pid, uint64_t sigs)
 {
-	char path[64];
-	task_status_path(path, pid);
-	struct tstatus lead;
-	if (status_read(path, &lead, 1 | 8) != 0)
-		return sigs;
-	if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
-		return 0;
-	/* In our handler it blocks everything for a moment: what counts is
-	 * the mask of the code it returns to (as the wall sampler's signal
-	 * can find it entering a blocking call, which is restarted after). */
-	struct tslot *ls = slot_by_tid(pid);
-	/* ... and it still does in the instant between the handler's end
-	 * and its rt_sigreturn: every signal a mask can hold blocked reads
-	 * as that too (a thread blocking them all itself has them in the
-	 * mask its last sample saw). */
+	/* Every signal a mask can hold, blocked: what our handler's mask reads
+	 * as (and what a thread blocking them all itself has). */
 	const uint64_t unblockable = (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) | (1ull << (SIGSEGV - 1)) |
 				     (1ull << (SIGBUS - 1)) | (1ull << (SIGILL - 1)) | (1ull << (SIGFPE - 1)) |
 				     (1ull << (SIGTRAP - 1)) | (1ull << (SIGSYS - 1)) | (1ull << 31) | (1ull << 32);
-	int in_ours = ls && (ls->in_prof || (lead.sigblk | unblockable) == ~0ull);
-	uint64_t blocked = in_ours ? ls->prof_mask : lead.sigblk;
-	return sigs & ~blocked;
+	char path[64];
+	task_status_path(path, pid);
+	struct tslot *ls = slot_by_tid(pid);
+	uint64_t t0 = 0, sleep_ns = HANDOFF_SLEEP_MIN_NS, waited = 0;
+	for (;;) {
+		struct tstatus lead;
+		if (status_read(path, &lead, 1 | 8) != 0)
+			return sigs;
+		if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
+			return 0;
+		/* In our handler it blocks everything for a moment: what
+		 * counts is the mask of the code it returns to, which the
+		 * handler keeps in its slot (as the wall sampler's signal can
+		 * find it entering a blocking call, which is restarted
+		 * after). */
+		if (ls && ls->in_prof)
+			return sigs & ~ls->prof_mask;
+		if (!ls || (lead.sigblk | unblockable) != ~0ull)
+			return sigs & ~lead.sigblk;
+		/* Everything blocked, but not in our handler as far as its
+		 * slot says: between the handler's end and its rt_sigreturn
+		 * (the slot's mask is the one it returns to), or between the
+		 * kernel's delivery of a sample and the handler's first store
+		 * (the slot's mask is the last sample's: a stale one that
+		 * blocks the signal, taken in the program's handler for it,
+		 * made the thread that got the signal run the handler itself
+		 * and left the leader's read() blocked). Either lasts a few
+		 * instructions, unless the leader is preempted there: when the
+		 * slot's mask blocks a signal, look again until the leader is
+		 * in the handler or out of it, within a bound. A leader that
+		 * blocks everything itself has that in its slot's mask. */
+		uint64_t held = ls->prof_mask;
+		if (!(sigs & held) || (held | unblockable) == ~0ull || waited >= HANDOFF_LEADER_MAX_NS) {
+			if (t0)
+				wait_account(waited, waited >= HANDOFF_LEADER_MAX_NS);
+			return sigs & ~held;
+		}
+		if (!t0)
+			t0 = mono_ns();
+		waited = wait_step(t0, &sleep_ns);
+	}
 }
 
 uint64_t handoff_settle(uint64_t sigs)
