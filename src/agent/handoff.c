@@ -219,22 +219,30 @@ static uint64_t leader_takes(pid_t pid, uint64_t sigs)
 	char path[64];
 	task_status_path(path, pid);
 	struct tslot *ls = slot_by_tid(pid);
-	uint64_t t0 = 0, sleep_ns = HANDOFF_SLEEP_MIN_NS, waited = 0;
+	uint64_t t0 = 0, sleep_ns = HANDOFF_SLEEP_MIN_NS, waited = 0, takes;
 	for (;;) {
 		struct tstatus lead;
-		if (status_read(path, &lead, 1 | 8) != 0)
-			return sigs;
-		if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't')
-			return 0;
+		if (status_read(path, &lead, 1 | 8) != 0) {
+			takes = sigs;
+			break;
+		}
+		if (lead.state == 'Z' || lead.state == 'X' || lead.state == 'T' || lead.state == 't') {
+			takes = 0;
+			break;
+		}
 		/* In our handler it blocks everything for a moment: what
 		 * counts is the mask of the code it returns to, which the
 		 * handler keeps in its slot (as the wall sampler's signal can
 		 * find it entering a blocking call, which is restarted
 		 * after). */
-		if (ls && ls->in_prof)
-			return sigs & ~ls->prof_mask;
-		if (!ls || (lead.sigblk | unblockable) != ~0ull)
-			return sigs & ~lead.sigblk;
+		if (ls && ls->in_prof) {
+			takes = sigs & ~ls->prof_mask;
+			break;
+		}
+		if (!ls || (lead.sigblk | unblockable) != ~0ull) {
+			takes = sigs & ~lead.sigblk;
+			break;
+		}
 		/* Everything blocked, but not in our handler as far as its
 		 * slot says: between the handler's end and its rt_sigreturn
 		 * (the slot's mask is the one it returns to), or between the
@@ -249,14 +257,16 @@ static uint64_t leader_takes(pid_t pid, uint64_t sigs)
 		 * blocks everything itself has that in its slot's mask. */
 		uint64_t held = ls->prof_mask;
 		if (!(sigs & held) || (held | unblockable) == ~0ull || waited >= HANDOFF_LEADER_MAX_NS) {
-			if (t0)
-				wait_account(waited, waited >= HANDOFF_LEADER_MAX_NS);
-			return sigs & ~held;
+			takes = sigs & ~held;
+			break;
 		}
 		if (!t0)
 			t0 = mono_ns();
 		waited = wait_step(t0, &sleep_ns);
 	}
+	if (t0)
+		wait_account(waited, waited >= HANDOFF_LEADER_MAX_NS);
+	return takes;
 }
 
 uint64_t handoff_settle(uint64_t sigs)
