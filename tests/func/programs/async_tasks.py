@@ -6,6 +6,8 @@ samples have the chain main -> parent -> [task heavy] -> work -> burn.
 wait: task "sleeper" only awaits a sleep (slow_db's line), beside a task
 that computes.
 both: split, with "sleeper" awaiting its sleep meanwhile.
+late: split, but parent blocks the loop for 0.3 s (time.sleep) between
+creating the tasks and awaiting them.
 
 A third argument picks the tasks and the loop: "pure" (no _asyncio: the
 pure-Python tasks and futures asyncio falls back on), "pytask" (asyncio's
@@ -52,9 +54,13 @@ async def work(units, rounds):
         await asyncio.sleep(0)
 
 
-async def parent(rounds):
+async def parent(rounds, late=0.0):
     heavy = asyncio.create_task(work(3, rounds), name="heavy")
     light = asyncio.create_task(work(1, rounds), name="light")
+    if late:
+        # The loop blocked before anything awaits the tasks: they wait
+        # to start, and nothing awaits them yet.
+        time.sleep(late)
     await asyncio.gather(heavy, light)
 
 
@@ -96,6 +102,8 @@ async def both(rounds):
 async def main(what, rounds):
     if what == "split":
         await parent(rounds)
+    elif what == "late":
+        await parent(rounds, late=0.3)
     elif what == "both":
         await both(rounds)
     else:
