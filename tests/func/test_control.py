@@ -324,12 +324,17 @@ def test_stale_socket_cleaned(debian_python, tmp_path):
     finally:
         stop(other)
 
-    # A socket nobody listens on, for a live process (a reused pid): the
-    # CLI says so and removes it.
-    sleeper = subprocess.Popen(["sleep", "30"], env=agent_env())
+    # A socket nobody listens on, for a live process (a reused pid: not
+    # the process whose agent made it, so no agent here): the CLI says so
+    # and removes it. In this test's runtime directory too: in the shared
+    # one every agent that starts sweeps the sockets of gone processes and
+    # the CLI removes refused ones, so with pids reused (pid_max can be
+    # 32768) another test's may remove the fake first (make check once
+    # found it gone: "no control channel").
+    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("STRATA_")}
+    sleeper = subprocess.Popen(["sleep", "30"], env=dict(plain, XDG_RUNTIME_DIR=str(run_dir)))
     try:
-        fake = sock_path(sleeper.pid)
-        fake.parent.mkdir(mode=0o700, exist_ok=True)
+        fake = run_dir / "strata" / ("%d.sock" % sleeper.pid)
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         srv.bind(str(fake))
         srv.close()
