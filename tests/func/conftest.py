@@ -436,3 +436,12 @@ def build_embedding(python, source, where):
     subprocess.run(["gcc", "-O2"] + cflags + ["-o", str(exe), str(PROGRAMS / "native" / source)] +
                    ldflags + ["-Wl,-rpath," + q[2]], check=True)
     return exe
+
+
+def plain_env(**extra):
+    """This environment without strata in it (no STRATA_* variable, no
+    LD_PRELOAD), and `extra`: for a program run without strata, or started
+    plain for an attach."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    env.update(extra)
+    return env

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, STRATA, assert_split, assert_window_samples, cpu_ms, func_row, strata
+from conftest import PROGRAMS, STRATA, assert_split, assert_window_samples, cpu_ms, func_row, plain_env, strata
 from test_stack import build_ext, end
 
 # Through ptrace (a thread borrowed), or on 3.14+ through the interpreter's
@@ -28,8 +28,7 @@ PEP768_RE = re.compile(r"strata: loaded the agent into process (\d+) through the
 def plain(python, *args, extra_env=None, **kw):
     """A process started without strata: no preload, no STRATA_* variables
     (extra_env: variables of the test's own)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
-    env.update(extra_env or {})
+    env = plain_env(**(extra_env or {}))
     return subprocess.Popen([str(python.exe)] + [str(a) for a in args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
@@ -560,7 +559,7 @@ def test_attach_jit_lines(debian_python, tmp_path):
     exe = debian_python.with_module("numba")
     prog = tmp_path / "jitprog.py"
     prog.write_text(JIT_PROG)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    env = plain_env()
     p = subprocess.Popen([str(exe), str(prog)], env=dict(env, NUMBA_DEBUGINFO="1"), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -731,7 +730,7 @@ def test_attach_pep768_fallback(python, tmp_path, case):
     runs the script later (its stderr stays empty)."""
     if python.minor < (3, 14):
         pytest.skip("PEP 768 came with Python 3.14")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    env = plain_env()
     if case == "disabled":
         env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
         args = [PROGRAMS / "split.py", 30]
@@ -791,7 +790,7 @@ def start_state(python, scenario, tmp_path, name, stale=None, remote_debug=True)
     """attach_states.py in `scenario`, started without strata, once it says
     it is there; returns (process, its DONE file, the output so far)."""
     exe = python.with_module("numpy") if scenario == "numpy" else (python.venv_python() or python.exe)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
+    env = plain_env()
     if not remote_debug:
         env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
     done = tmp_path / ("done-" + name)
@@ -922,8 +921,7 @@ def test_attach_refusal_names_the_frame(debian_python, tmp_path):
     one line names the thread, the function and its object, and what to
     try; the process goes on as before."""
     ext = build_stale_ext(debian_python, tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
-    env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
+    env = plain_env(PYTHON_DISABLE_REMOTE_DEBUG="1")
     p = subprocess.Popen([str(debian_python.exe), "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
                           "import strata_stale_ext as e; print('ready', flush=True); print(e.fgets_stdin(), end=''); "
                           "sys.exit(4)", str(ext)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -949,8 +947,7 @@ def test_attach_refusal_without_cfi(debian_python, tmp_path):
     word by word, as before the walk, and the stale words there refuse it;
     the line says so. The process goes on as before."""
     ext = build_stale_ext(debian_python, tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
-    env["PYTHON_DISABLE_REMOTE_DEBUG"] = "1"
+    env = plain_env(PYTHON_DISABLE_REMOTE_DEBUG="1")
     p = subprocess.Popen([str(debian_python.exe), "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
                           "import strata_stale_ext as e; print('ready', flush=True); e.spin_without_cfi()", str(ext)],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

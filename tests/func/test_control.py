@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT_DIR, PROGRAMS, STRATA, assert_split, assert_window_samples, cpu_ms, func_row, strata
+from conftest import AGENT_DIR, PROGRAMS, STRATA, assert_split, assert_window_samples, cpu_ms, func_row, plain_env, strata
 
 AGENT = AGENT_DIR / "libstrata-agent.so"
 
@@ -331,8 +331,7 @@ def test_stale_socket_cleaned(debian_python, tmp_path):
     # the CLI removes refused ones, so with pids reused (pid_max can be
     # 32768) another test's may remove the fake first (make check once
     # found it gone: "no control channel").
-    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("STRATA_")}
-    sleeper = subprocess.Popen(["sleep", "30"], env=dict(plain, XDG_RUNTIME_DIR=str(run_dir)))
+    sleeper = subprocess.Popen(["sleep", "30"], env=plain_env(XDG_RUNTIME_DIR=str(run_dir)))
     try:
         fake = run_dir / "strata" / ("%d.sock" % sleeper.pid)
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, STRATA, func_row, strata
+from conftest import PROGRAMS, STRATA, func_row, plain_env, strata
 
 NOFILE = resource.RLIMIT_NOFILE
 
@@ -378,8 +378,7 @@ def test_daemon_under_record(python, tmp_path):
 
 
 def plain(python, exe, *args):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
-    return subprocess.Popen([str(exe)] + [str(a) for a in args], env=env, stdout=subprocess.DEVNULL,
+    return subprocess.Popen([str(exe)] + [str(a) for a in args], env=plain_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
 

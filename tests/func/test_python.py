@@ -11,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT_DIR, BUILD, PROGRAMS, ROOT, STRATA, func_row, strata
+from conftest import AGENT_DIR, BUILD, PROGRAMS, ROOT, STRATA, func_row, plain_env, strata
 from test_control import agent_env
 
 PYPATH = AGENT_DIR / "python"
 
 
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
-    env["PYTHONPATH"] = str(PYPATH)
-    env.update(extra)
-    return env
+    return plain_env(**dict({"PYTHONPATH": str(PYPATH)}, **extra))
 
 
 def run(cmd, env, cwd=None, timeout=300):

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import ALL_IDS, PROGRAMS, STRATA, VENVS, build_embedding, strata
+from conftest import ALL_IDS, PROGRAMS, STRATA, VENVS, build_embedding, plain_env, strata
 
 SOURCES = ["itimer", "usr1", "int", "chld"]
 WAITS = ["pause", "sleep", "select", "read", "event", "lock"]
@@ -60,10 +60,6 @@ def run(cmd, env=None, timeout=600):
     p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env)
     assert p.returncode == 0, (cmd, p.stderr[-3000:])
     return {r["scenario"]: r for r in (json.loads(l) for l in p.stdout.splitlines() if l.startswith("{"))}
-
-
-def plain_env():
-    return {k: v for k, v in os.environ.items() if not k.startswith("STRATA_") and k != "LD_PRELOAD"}
 
 
 def failures(res):
