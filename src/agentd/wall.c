@@ -302,6 +302,16 @@ static void *wall_main(void *arg)
 				si.si_pid = me;
 				si.si_uid = getuid();
 				si.si_value.sival_ptr = WALL_TAG;
+				/* Asked again just before the signal: this
+				 * thread may have been stopped (SIGSTOP, a
+				 * debugger) anywhere in this loop while the
+				 * program gave up waiting for us and exec'd
+				 * (agent.stopping is set before a wrapped
+				 * exec). A SIGPROF sent from where we stood
+				 * would kill the new program, which has no
+				 * handler for it. */
+				if (!atomic_load(&agent.sampling) || atomic_load(&agent.stopping))
+					break;
 				syscall(SYS_rt_tgsigqueueinfo, agent.pid, s->tid, SIGPROF, &si);
 			}
 		}
