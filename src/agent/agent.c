@@ -225,7 +225,8 @@ static int start_helper(char *err, size_t errlen)
 /* Re-arms the triggers the profiled process owns (after a failed exec). */
 static void rearm_own(int on)
 {
-	reg_lock();
+	if (reg_lock_bounded())
+		return;
 	for (struct tslot *s = agent.slots; s; s = s->next)
 		if (!atomic_load(&s->exited) && !s->external) {
 			if (s->trigger_fd >= 0)
@@ -320,16 +321,33 @@ static void atfork_child(void)
 	int had_slot = me != NULL;
 	if (me)
 		snprintf(name, sizeof(name), "%s", me->name);
-	reg_lock();
+	size_t sz = sizeof(struct agent_state);
+	struct agent_state *copy = fork_snap;
+	fork_snap = NULL;
+	if (reg_lock_bounded()) {
+		/* The parent's helper holds the list past the bound (stopped,
+		 * or starved): the child does not wait for it. It runs
+		 * unprofiled, and any perf event descriptors of the parent's
+		 * threads (-e) stay open in it. */
+		char why[160];
+		snprintf(why, sizeof(why), "the parent's helper (pid %d) held the agent's thread list for over %lld s "
+			 "(stopped or starved)", (int)atomic_load(&agent.helper_pid), REG_WAIT_NS / 1000000000);
+		agentp = &inactive;
+		link_forget();
+		ctlsock_forget();
+		tls_slot = NULL;
+		agent_log("process %d: %s; it is not profiled", (int)getpid(), why);
+		if (atomic_load(&copy->has_output) && copy->cfg.output[0])
+			note_not_profiled(copy->cfg.output, copy->python_version, why);
+		munmap(copy, sz);
+		return;
+	}
 	for (struct tslot *s = agent.slots; s; s = s->next) {
 		close_perf_fd(s->trigger_fd);
 		for (uint32_t i = 1; i < s->ncounters && i < EVENTS_MAX; i++)
 			close_perf_fd(s->counter_fd[i]);
 	}
 	reg_unlock();
-	size_t sz = sizeof(struct agent_state);
-	struct agent_state *copy = fork_snap;
-	fork_snap = NULL;
 	link_forget();
 	ctlsock_forget();
 	tls_slot = NULL;
@@ -689,9 +707,8 @@ AGENT_EXPORT int strata_agent_register_thread(const char *name)
 /* Names a thread found by a scan, before it is first written. */
 AGENT_EXPORT int strata_agent_name_thread(int tid, const char *name)
 {
-	if (!agent.active || !name)
+	if (!agent.active || !name || reg_lock_bounded())
 		return -1;
-	reg_lock();
 	struct tslot *s = agent.slots;
 	for (; s; s = s->next)
 		if (s->tid == tid && !atomic_load(&s->exited))

@@ -32,6 +32,7 @@
 #include "common/procstat.h"
 #include "shm/agent.h"
 #include "shm/link.h"
+#include "shm/shm.h"
 #include "common/format.h"
 
 TLS_IE __thread struct tslot *tls_slot;
@@ -79,11 +80,28 @@ static void timer_instead(struct tslot *s, pid_t tid)
 			   "event (%s%s), nor could a CPU timer be made", (int)tid, strerror(why), lim);
 }
 
+/* A thread goes unsampled because the helper held the thread list (or
+ * the region's allocator) past the bound (lock_bounded): said once. Once
+ * the list is had again, the next thread is sampled. */
+static void stalled_note(pid_t tid)
+{
+	static _Atomic int told;
+	if (atomic_exchange(&told, 1))
+		return;
+	agent_note(NOTE_STOPPED, (uint32_t)tid, "thread %d and any started while the helper (pid %d) holds the "
+		   "agent's thread list are not sampled: it did not let go within %lld s (stopped or starved)",
+		   (int)tid, (int)atomic_load(&agent.helper_pid), REG_WAIT_NS / 1000000000);
+}
+
 /* Registers thread tid (the caller, unless external) in a new slot. */
 static struct tslot *register_tid(pid_t tid, const char *name, int external, unsigned long long start)
 {
 	struct tslot *s = slot_new(tid, name);
 	if (!s) {
+		if (shm_stalled()) {
+			stalled_note(tid);
+			return NULL;
+		}
 		static _Atomic int told;
 		if (!atomic_exchange(&told, 1))
 			agent_log("the agent's shared memory is full: thread %d and later ones are not sampled", (int)tid);
@@ -100,7 +118,16 @@ static struct tslot *register_tid(pid_t tid, const char *name, int external, uns
 		pthread_setspecific(slot_key, s);
 		__atomic_store_n(&tls_slot, s, __ATOMIC_SEQ_CST);
 	}
-	struct tslot *o = slot_link(s);
+	struct tslot *o = slot_link(s, 1);
+	if (!o) {
+		if (!external) {
+			pthread_setspecific(slot_key, NULL);
+			__atomic_store_n(&tls_slot, NULL, __ATOMIC_SEQ_CST);
+		}
+		slot_free(s);
+		stalled_note(tid);
+		return NULL;
+	}
 	if (o != s) {
 		/* The helper's scan registered this tid since it was looked
 		 * up (a dlopen'ed agent): that slot is the thread's, and it
@@ -110,8 +137,7 @@ static struct tslot *register_tid(pid_t tid, const char *name, int external, uns
 			__atomic_store_n(&tls_slot, o, __ATOMIC_SEQ_CST);
 		}
 		slot_free(s);
-		if (name && *name) {
-			reg_lock();
+		if (name && *name && reg_lock_bounded() == 0) {
 			thread_set_name(o, name);
 			reg_unlock();
 		}
@@ -143,9 +169,15 @@ void thread_unregister(struct tslot *s)
 	__atomic_store_n(&tls_slot, NULL, __ATOMIC_SEQ_CST);
 	pthread_setspecific(slot_key, NULL);
 	if (slot_in_tidtab(s)) {
-		reg_lock();
+		/* Without the list (a stopped helper holds it) the entry is
+		 * removed all the same: only this thread removes it, and an
+		 * adder only takes a free entry. The writer removes it too
+		 * before it frees the slot, and a new thread of this tid
+		 * before it is added (slot_link). */
+		int locked = reg_lock_bounded() == 0;
 		tidtab_del(s);
-		reg_unlock();
+		if (locked)
+			reg_unlock();
 	}
 	trigger_close(s);
 	s->end_ns = mono_ns();
@@ -217,8 +249,7 @@ struct tslot *thread_register_self(const char *name)
 	struct tslot *s = tls_slot ? tls_slot : slot_by_tid(tid);
 	if (s) {
 		/* Found by a scan already: a better name than its comm. */
-		if (name && *name) {
-			reg_lock();
+		if (name && *name && reg_lock_bounded() == 0) {
 			thread_set_name(s, name);
 			reg_unlock();
 		}

@@ -97,7 +97,7 @@ static void register_external(pid_t tid, unsigned long long start, uint32_t gen)
 	s->external = 1;
 	s->proc_start = start;
 	s->scan_gen = gen;
-	struct tslot *o = slot_link(s);
+	struct tslot *o = slot_link(s, 0);
 	if (o != s) {
 		/* The thread registered itself since it was looked up. */
 		slot_free(s);

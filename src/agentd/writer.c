@@ -359,6 +359,11 @@ void drain_all(void)
 			if (agent.by_tid)
 				scan_note_ended(s);
 			*pp = s->next;
+			/* An exit that could not have the list left its
+			 * entry (thread_unregister): none may name a freed
+			 * slot. */
+			if (slot_in_tidtab(s))
+				tidtab_del(s);
 			helper_slot_release(s);
 			slot_free(s);
 			continue;

@@ -386,6 +386,13 @@ void agent_note(uint32_t kind, uint32_t tid, const char *fmt, ...) __attribute__
  * (close-on-exec). Returns the new number (fd itself if it cannot move).
  * Async-signal-safe; keeps errno. */
 int fd_high(int fd);
+/* Takes a process-shared robust mutex the helper also takes, waiting at
+ * most REG_WAIT_NS, or REG_STALLED_WAIT_NS while *stalled (the last wait
+ * timed out: the holder is stopped or starved; cleared once the mutex is
+ * had). 0: held (a dead holder's is made consistent); -1: not. */
+#define REG_WAIT_NS 2000000000ll
+#define REG_STALLED_WAIT_NS 100000000ll
+int lock_bounded(pthread_mutex_t *m, _Atomic int *stalled);
 /* After a call failed with err: ": RLIMIT_NOFILE is N" into buf when err
  * is EMFILE (the process's own descriptor limit), else "". */
 int fd_limit_note(char *buf, size_t n, int err);
@@ -403,14 +410,20 @@ void agent_note_unprofiled(const char *output, pid_t pid, pid_t ppid, const char
 /* slots.c */
 struct tslot *slot_new(pid_t tid, const char *name);   /* allocated, not listed */
 /* Into the list (and tid table), unless a live slot for s's tid is in the
- * tid table already: then that one is returned and s is not linked. */
-struct tslot *slot_link(struct tslot *s);
+ * tid table already: then that one is returned and s is not linked.
+ * bounded (the profiled process): NULL when the list could not be had
+ * (reg_lock_bounded), s not linked. */
+struct tslot *slot_link(struct tslot *s, int bounded);
 void slot_free(struct tslot *s);
 struct tslot *slot_by_tid(pid_t tid);                  /* handler-safe */
 int slot_in_tidtab(const struct tslot *s);
 void tidtab_del(struct tslot *s);                      /* caller holds reg_lock */
 void reg_lock(void);
 void reg_unlock(void);
+/* The profiled process's way to take the list: lock_bounded (util.c).
+ * A stopped helper must not hang the program's thread starts, exits and
+ * forks. 0: held; -1: not (the caller does without). */
+int reg_lock_bounded(void);
 
 /* triggers.c */
 /* Opens thread tid's trigger into the slot (the caller's descriptors);

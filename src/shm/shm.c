@@ -431,6 +431,21 @@ static void lock(void)
 
 static void unlock(void) { pthread_mutex_unlock(&H()->lock); }
 
+/* The profiled process never waits on the helper without a bound (a
+ * stopped helper holding the lock must not hang the program's thread
+ * starts): lock_bounded (agent.h), 0 when held. The helper waits. */
+static _Atomic int lock_stalled;
+
+static int lock_alloc(void)
+{
+	if (S.target)
+		return lock_bounded(&H()->lock, &lock_stalled);
+	lock();
+	return 0;
+}
+
+int shm_stalled(void) { return atomic_load(&lock_stalled); }
+
 static unsigned class_of(size_t n)
 {
 	unsigned c = 0;
@@ -449,7 +464,8 @@ void *shm_alloc(size_t n)
 		return NULL;
 	struct shm_header *h = H();
 again:
-	lock();
+	if (lock_alloc())
+		return NULL;
 	uint64_t off = h->free[c];
 	struct tag *t;
 	if (off) {
@@ -512,7 +528,8 @@ void shm_free(void *p)
 	if (t->magic != BLOCK_MAGIC || t->cls >= (uint32_t)NCLASSES)
 		return;
 	struct shm_header *h = H();
-	lock();
+	if (lock_alloc())
+		return; /* the block is lost, not the program's time */
 	t->magic = 0;
 	t->next_free = h->free[t->cls];
 	h->free[t->cls] = (uint64_t)((uint8_t *)t - S.base);

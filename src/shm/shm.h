@@ -89,9 +89,14 @@ uint64_t shm_max(void);
 /* Whether [p, p+n) is in the part of the region this process has mapped. */
 int shm_contains(const void *p, size_t n);
 
-/* Zeroed memory in the region, or NULL when it is full or cannot grow. */
+/* Zeroed memory in the region, or NULL when it is full or cannot grow
+ * (or, in the profiled process, its lock could not be had: shm_stalled). */
 void *shm_alloc(size_t n);
 void shm_free(void *p);
+/* In the profiled process: whether the last allocation or free gave up
+ * waiting for the region's lock (a stopped helper holds it); it then
+ * does not wait again until the lock is had. */
+int shm_stalled(void);
 
 /* A pointer both processes know: where the agent's state is. */
 void shm_set_root(void *p);

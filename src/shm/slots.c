@@ -32,6 +32,15 @@ void reg_lock(void)
 
 void reg_unlock(void) { pthread_mutex_unlock(&agent.reg_lock); }
 
+/* Per process (a fork child inherits it, with the holder). */
+static _Atomic int reg_stalled;
+
+int reg_lock_bounded(void)
+{
+	shm_sync();
+	return lock_bounded(&agent.reg_lock, &reg_stalled);
+}
+
 struct tslot *slot_new(pid_t tid, const char *name)
 {
 	struct tslot *s = shm_alloc(sizeof(*s));
@@ -134,15 +143,23 @@ int slot_in_tidtab(const struct tslot *s)
  * looks the tid up first, but both can miss and link a slot: the check is
  * repeated here under the lock, so a tid never has two slots (the second
  * took the samples under one name, the first kept the other). */
-struct tslot *slot_link(struct tslot *s)
+struct tslot *slot_link(struct tslot *s, int bounded)
 {
-	reg_lock();
+	if (!bounded)
+		reg_lock();
+	else if (reg_lock_bounded())
+		return NULL;
 	if (agent.by_tid) {
 		struct tslot *o = slot_by_tid(s->tid);
 		if (o && !atomic_load(&o->exited)) {
 			reg_unlock();
 			return o;
 		}
+		/* An ended thread of this tid whose entry its exit could not
+		 * remove (thread_unregister): gone before the new one is
+		 * added, so a lookup never finds the old slot. */
+		if (o)
+			tidtab_del(o);
 	}
 	s->next = agent.slots;
 	agent.slots = s;

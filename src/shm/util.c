@@ -154,3 +154,32 @@ void agent_note_unprofiled(const char *output, pid_t pid, pid_t ppid, const char
 	wbuf_free(&chunk);
 	close(fd);
 }
+
+int lock_bounded(pthread_mutex_t *m, _Atomic int *stalled)
+{
+	long long ns = atomic_load(stalled) ? REG_STALLED_WAIT_NS : REG_WAIT_NS;
+	int rc = pthread_mutex_trylock(m);
+	if (rc == EBUSY) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_sec += ns / 1000000000;
+		t.tv_nsec += ns % 1000000000;
+		if (t.tv_nsec >= 1000000000) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000;
+		}
+		do
+			rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &t);
+		while (rc == EINTR);
+	}
+	if (rc == EOWNERDEAD) {
+		/* The holder died: its edits are single stores each. */
+		pthread_mutex_consistent(m);
+		rc = 0;
+	}
+	if (rc == 0)
+		atomic_store(stalled, 0);
+	else if (rc == ETIMEDOUT)
+		atomic_store(stalled, 1);
+	return rc ? -1 : 0;
+}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, STRATA, func_row, share, strata
+from conftest import PROGRAMS, ROOT, STRATA, func_row, share, strata
 
 
 def hot_line(path, marker="# HOT"):
@@ -168,6 +168,42 @@ def test_exec_while_the_helper_cannot_answer(python, record, mode):
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
     assert lines[1:] == ["done"], r.stdout
     assert r.report()["samples"] > 0
+
+
+@pytest.fixture(scope="session")
+def holdlock(tmp_path_factory):
+    """native/holdlock.c built: it holds a process's strata thread list."""
+    exe = tmp_path_factory.mktemp("holdlock") / "holdlock"
+    subprocess.run(["gcc", "-O2", "-I", str(ROOT / "src"), "-o", str(exe),
+                    str(PROGRAMS / "native" / "holdlock.c"), "-lpthread"], check=True)
+    return exe
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_thread_and_fork_while_the_list_is_held(python, record, holdlock, mode):
+    """A thread's start and a fork child wait for the agent's thread list,
+    which the helper holds for moments: a helper stopped (SIGSTOP, a
+    debugger) or starved while it held the list made them wait as long,
+    forever for a stopped one. They wait 2 s at most now (100 ms while the
+    holder stays put); the thread is not sampled and the child is not
+    profiled, both said in the profile, and sampling goes on as before
+    once the list is let go. holdlock keeps it 8 s: a fork child's first
+    step took 8 s, and a thread's start as long, before the bound."""
+    r = record(python, "held_list.py", holdlock, 8, opts=["--mode", mode], timeout=120)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines and lines[-1] == "done", (r.returncode, r.stdout, r.stderr)
+    said = {l.split()[0]: l.split()[1] for l in lines[:-1]}
+    assert float(said["child"]) < 5.5 and float(said["thread"]) < 5.5, r.stdout
+    assert said["fork"] == "7", r.stdout
+    assert "are not sampled: it did not let go within 2 s" in r.stderr, r.stderr
+    assert "held the agent's thread list for over 2 s" in r.stderr, r.stderr
+    rep = r.report()
+    threads = {t["name"]: t for t in rep["threads"]}
+    assert "during-hold" not in threads, threads.keys()
+    assert threads.get("after-hold", {}).get("samples", 0) > 0, rep["threads"]
+    assert any("did not let go" in w for w in rep["warnings"]), rep["warnings"]
+    assert any("not profiled" in w or "held the agent's thread list" in w for w in rep["warnings"]), \
+        rep["warnings"]
 
 
 def test_right_answers(python, record):
