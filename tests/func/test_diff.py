@@ -187,10 +187,17 @@ def test_share_known_answer(runs):
 
 
 def test_by_line_and_file(runs):
-    d = diff_json("--by", "line", runs.base, runs.new)
+    d = diff_json("--by", "line", "-n", "0", runs.base, runs.new)
     top = d["rows"][0]
     assert (top["name"], top["line"]) == ("grow", runs.body["grow"]), top
-    assert abs(top["ratio"] - runs.want("grow")) <= 0.2, (top, runs.spent_base, runs.spent_new)
+    # The known answer is the function's: how its time splits between the
+    # loop's lines (the `for` line took 23% in one run, 31% in the other,
+    # under make check's load) is the machine's, not the diff's. Its lines
+    # together change as its CPU time did, and each row is its own counts'.
+    grow = [r for r in d["rows"] if r["name"] == "grow"]
+    base, new = sum(r["base"]["self"] for r in grow), sum(r["new"]["self"] for r in grow)
+    assert abs(new / base - runs.want("grow")) <= 0.2, (grow, runs.spent_base, runs.spent_new)
+    assert top["ratio"] == pytest.approx(top["new"]["self"] / top["base"]["self"], rel=1e-3), top
     d = diff_json("--by", "file", "-n", "0", runs.base, runs.new)
     k = [r for r in d["rows"] if r["name"].endswith("diffapp/work/kernels.py")]
     assert len(k) == 1, [r["name"] for r in d["rows"]]
@@ -374,13 +381,21 @@ def test_html_diff_in_chromium(runs, tmp_path):
     p = strata("convert", runs.new, "--diff", runs.base, "-f", "html", "-o", out)
     assert p.returncode == 0, p.stderr
     b = node_json("flame-browser.js", "diff", out, json.dumps(["grow", "steady", "shrink"]))
+    by_line = {(r["name"], r["line"]): r for r in diff_json("--by", "line", "-n", "0", runs.base, runs.new)["rows"]}
     assert b["console"] == [] and b["requests"] == [], (b["console"], b["requests"])
     for view in ("diff", "diffMerged"):
         d = b[view]
         assert is_red(d["grow"]["pixel"]), (view, d["grow"])
         assert is_neutral(d["steady"]["pixel"]), (view, d["steady"])
         assert is_blue(d["shrink"]["pixel"]), (view, d["shrink"])
-        assert abs(d["grow"]["selfNew"] / d["grow"]["selfBase"] - runs.want("grow")) <= 0.2, d["grow"]
+        # The page's node is one line of grow (its label says which; the
+        # merged view's, all of them): the same counts as the by-line
+        # diff's rows.
+        m = re.search(r":(\d+)\)$", d["grow"]["label"])
+        rows = [r for (fn, line), r in by_line.items() if fn == "grow" and (not m or line == int(m.group(1)))]
+        assert (d["grow"]["selfBase"], d["grow"]["selfNew"]) == (sum(r["base"]["self"] for r in rows),
+                                                               sum(r["new"]["self"] for r in rows)), \
+            (view, d["grow"], rows)
     # Both numbers on hover, and the thread selector keeps comparing.
     assert "new :" in b["tooltip"] and "base:" in b["tooltip"] and "change: +" in b["tooltip"], b["tooltip"]
     assert b["diffState"]["diff"]["baseThreads"] == 1
