@@ -70,6 +70,17 @@ async function main() {
 
 const state = (page) => page.evaluate(() => window.strataHeatmap.state());
 const rendered = (page) => page.waitForFunction(() => window.strataHeatmap.state().rendered, null, { timeout: 10000 });
+// After a click: the page routes on `hashchange`, which comes after the
+// click returns, so `rendered` alone can still describe the view before
+// it (a race a loaded machine loses). Waits for the view asked for.
+const renderedFile = (page, end) => page.waitForFunction(
+	(e) => { const s = window.strataHeatmap.state(); return s.rendered && !!s.file && s.file.endsWith(e); },
+	end, { timeout: 10000 });
+const renderedFunc = (page, test) => page.waitForFunction(
+	([name, not]) => {
+		const s = window.strataHeatmap.state();
+		return s.rendered && !!s.func && (not ? s.func !== name : s.func === name);
+	}, test, { timeout: 10000 });
 
 async function panel(page) {
 	return {
@@ -89,7 +100,7 @@ async function run(page, out, spec) {
 	// The file, from the side list as a person would pick it.
 	const fileItem = page.locator('#files li a').filter({ hasText: spec.file }).first();
 	await fileItem.click();
-	await rendered(page);
+	await renderedFile(page, spec.file);
 	out.fileState = await state(page);
 	out.shades = {};
 	for (const ln of spec.lines) out.shades[ln] = await page.evaluate((l) => window.strataHeatmap.shade(l), ln);
@@ -102,19 +113,19 @@ async function run(page, out, spec) {
 		.map((l) => l.firstChild.textContent));
 	await page.fill('#filter', '');
 	await page.locator('#funcs li a').filter({ hasText: new RegExp('^' + spec.func + '( |$)') }).first().click();
-	await rendered(page);
+	await renderedFunc(page, [spec.func, false]);
 	out.panel = await panel(page);
 	const first = page.locator('#func ul.callers a').first();
 	if (await first.count()) {
 		await first.click();
-		await rendered(page);
+		await renderedFunc(page, [spec.func, true]);
 		out.caller = await panel(page);
 		out.caller.target = await page.evaluate(() => {
 			const tr = document.querySelector('#code tr.target');
 			return tr ? tr.id : null;
 		});
 		await page.goBack();
-		await rendered(page);
+		await renderedFunc(page, [spec.func, false]);
 		out.back = await state(page);
 	}
 }
