@@ -417,7 +417,9 @@ struct tslot *slot_link(struct tslot *s, int bounded);
 void slot_free(struct tslot *s);
 struct tslot *slot_by_tid(pid_t tid);                  /* handler-safe */
 int slot_in_tidtab(const struct tslot *s);
-void tidtab_del(struct tslot *s);                      /* caller holds reg_lock */
+/* Caller holds reg_lock, or is the slot's own thread ending without it
+ * (thread_unregister: a stopped helper holds it). */
+void tidtab_del(struct tslot *s);
 void reg_lock(void);
 void reg_unlock(void);
 /* The profiled process's way to take the list: lock_bounded (util.c).
