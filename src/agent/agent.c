@@ -324,6 +324,9 @@ static void atfork_child(void)
 	size_t sz = sizeof(struct agent_state);
 	struct agent_state *copy = fork_snap;
 	fork_snap = NULL;
+	link_forget();
+	ctlsock_forget();
+	tls_slot = NULL;
 	if (reg_lock_bounded()) {
 		/* The parent's helper holds the list past the bound (stopped,
 		 * or starved): the child does not wait for it. It runs
@@ -333,9 +336,6 @@ static void atfork_child(void)
 		snprintf(why, sizeof(why), "the parent's helper (pid %d) held the agent's thread list for over %lld s "
 			 "(stopped or starved)", (int)atomic_load(&agent.helper_pid), REG_WAIT_NS / 1000000000);
 		agentp = &inactive;
-		link_forget();
-		ctlsock_forget();
-		tls_slot = NULL;
 		agent_log("process %d: %s; it is not profiled", (int)getpid(), why);
 		if (atomic_load(&copy->has_output) && copy->cfg.output[0])
 			note_not_profiled(copy->cfg.output, copy->python_version, why);
@@ -348,9 +348,6 @@ static void atfork_child(void)
 			close_perf_fd(s->counter_fd[i]);
 	}
 	reg_unlock();
-	link_forget();
-	ctlsock_forget();
-	tls_slot = NULL;
 	if (shm_replace() != 0) {
 		agentp = &inactive;
 		munmap(copy, sz);

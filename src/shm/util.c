@@ -160,14 +160,8 @@ int lock_bounded(pthread_mutex_t *m, _Atomic int *stalled)
 	long long ns = atomic_load(stalled) ? REG_STALLED_WAIT_NS : REG_WAIT_NS;
 	int rc = pthread_mutex_trylock(m);
 	if (rc == EBUSY) {
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		t.tv_sec += ns / 1000000000;
-		t.tv_nsec += ns % 1000000000;
-		if (t.tv_nsec >= 1000000000) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000;
-		}
+		uint64_t end = mono_ns() + (uint64_t)ns;
+		struct timespec t = { (time_t)(end / 1000000000u), (long)(end % 1000000000u) };
 		do
 			rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &t);
 		while (rc == EINTR);
