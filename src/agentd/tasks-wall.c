@@ -17,7 +17,7 @@
  * Which thread: the one whose thread state names the loop as its running
  * loop (3.14+), else the thread asyncio's loop records in _thread_id, else
  * the one the writer last saw running a task of that loop, else the one
- * last seen running any task.
+ * last seen running any task unless it runs another loop (loop_tid).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +30,8 @@
 #define WALL_PER_TICK 64
 #define NAME_CACHE (1u << 16)
 #define LOOPS 16
+#define ASK_KNOWN_NS 1000000000ull  /* re-ask a loop's thread after an answer */
+#define ASK_FIRST_NS 10000000ull    /* and first after no answer, doubling */
 
 /* A task's name, as read the first time it was sampled. */
 struct tname_c {
@@ -53,6 +55,7 @@ static struct {
 		pid_t tid;         /* seen by the writer */
 		pid_t owner;       /* told by the interpreter */
 		uint64_t asked;    /* when the interpreter was asked */
+		uint64_t backoff;  /* and how long until it is asked again */
 	} loops[LOOPS];
 	unsigned nloops;
 	pid_t last_tid;
@@ -89,14 +92,35 @@ static pid_t tid_of_pthread(uint64_t pt)
 	return tid;
 }
 
-/* The thread a waiting task of `loop` is attributed to. Takes the reader
- * lock, then the slots' (never both: the writer holds the slots' lock
- * while it takes the reader's). */
+/* Whether thread tid is known to run a loop other than `loop` (told by the
+ * interpreter or seen by the writer). Under WT.lock. */
+static int runs_other_loop(pid_t tid, uint64_t loop)
+{
+	for (unsigned i = 0; i < WT.nloops; i++)
+		if (WT.loops[i].loop != loop && (WT.loops[i].owner == tid || WT.loops[i].tid == tid))
+			return 1;
+	return 0;
+}
+
+/* The thread a waiting task of `loop` is attributed to, 0 if none can be
+ * told (the sample is then not taken). Takes the reader lock, then the
+ * slots' (never both: the writer holds the slots' lock while it takes the
+ * reader's).
+ *
+ * The interpreter is asked again a second after it answered; after it
+ * could not answer (a loop that has tasks but is not running yet:
+ * asyncio.run creates the main task before run_forever sets _thread_id;
+ * or a loop that keeps its thread where strata does not read it, uvloop's
+ * before 3.14), again after 10 ms, doubling up to a second. A task whose
+ * loop's thread is known neither way goes to the thread last seen running
+ * any task (the main thread before any was seen), unless that thread is
+ * known to run another loop: a loop that is not running yet has no thread
+ * its tasks wait in. */
 static pid_t loop_tid(uint64_t loop, uint64_t now)
 {
 	pthread_mutex_lock(&WT.lock);
 	struct loopmap *m = loop ? loop_slot(loop) : NULL;
-	int ask = m && now - m->asked > 1000000000ull;
+	int ask = m && now - m->asked >= m->backoff;
 	if (ask)
 		m->asked = now;
 	pthread_mutex_unlock(&WT.lock);
@@ -113,6 +137,11 @@ static pid_t loop_tid(uint64_t loop, uint64_t now)
 		m = loop_slot(loop);
 		m->owner = owner;
 		m->asked = now;
+		if (owner)
+			m->backoff = ASK_KNOWN_NS;
+		else
+			m->backoff = m->backoff < ASK_FIRST_NS ? ASK_FIRST_NS
+				: m->backoff * 2 > ASK_KNOWN_NS ? ASK_KNOWN_NS : m->backoff * 2;
 		pthread_mutex_unlock(&WT.lock);
 	}
 	pthread_mutex_lock(&WT.lock);
@@ -121,10 +150,13 @@ static pid_t loop_tid(uint64_t loop, uint64_t now)
 		m = loop_slot(loop);
 		tid = m->owner ? m->owner : m->tid;
 	}
-	if (!tid)
-		tid = WT.last_tid;
+	if (!tid) {
+		tid = WT.last_tid ? WT.last_tid : agent.pid;
+		if (runs_other_loop(tid, loop))
+			tid = 0;
+	}
 	pthread_mutex_unlock(&WT.lock);
-	return tid ? tid : agent.pid;
+	return tid;
 }
 
 static struct tname_c *name_slot(uint64_t task)
@@ -195,6 +227,8 @@ void tasks_wall_tick(void)
 		if (m <= 0 || info.running || nc->task != t)
 			continue;
 		pid_t tid = loop_tid(info.loop, now);
+		if (!tid)
+			continue;
 		uint32_t len = (uint32_t)(sizeof(struct rsample) + (size_t)m * sizeof(struct strata_pyframe) + nc->len);
 		uint8_t *p = ring_reserve(ring, len);
 		if (!p)

@@ -239,8 +239,11 @@ def test_aiohttp_server(python, tmp_path):
 def test_loops_in_threads(python, record):
     """Two event loops in two threads: each waiting task's samples belong to
     the thread that runs its loop (told by the interpreter: the thread
-    state's running loop on 3.14+, asyncio's loop's _thread_id before)."""
-    res = record(python, "async_threads.py", "150", opts=["--mode", "wall", "-F", "200"])
+    state's running loop on 3.14+, asyncio's loop's _thread_id before).
+    Loop b runs 0.3 s after its first task exists: until then its tasks
+    wait in no thread, and must not land on loop a's (the interpreter,
+    asked before the loop ran, had no answer yet)."""
+    res = record(python, "async_threads.py", "150", "0.3", opts=["--mode", "wall", "-F", "200"])
     assert res.returncode == 0, res.stderr
     tids = {t["name"]: t["tid"] for t in res.report()["threads"]}
     for mine, other in (("a", "b"), ("b", "a")):

@@ -1,11 +1,14 @@
 """Two event loops, each in a thread of its own ("loop-a", "loop-b"), each
 with a task that waits ("a-sleeper", "b-sleeper") beside one that
 computes (tests/func/test_async.py): a waiting task's samples belong to the
-thread that runs its loop.
+thread that runs its loop. Loop b starts late: its main task exists for
+argv[2] seconds (default 0) before its loop runs, so no thread runs that
+loop yet (asyncio.run leaves such a moment too, only shorter).
 """
 import asyncio
 import sys
 import threading
+import time
 
 
 def burn(n):
@@ -32,8 +35,21 @@ async def loop_main(name, rounds):
     s.cancel()
 
 
+def run(name, rounds, late):
+    if not late:
+        asyncio.run(loop_main(name, rounds))
+        return
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(loop_main(name, rounds), name=name + "-main")
+    time.sleep(late)
+    loop.run_until_complete(task)
+    loop.close()
+
+
 rounds = int(sys.argv[1])
-threads = [threading.Thread(target=asyncio.run, args=(loop_main(n, rounds),), name="loop-" + n) for n in "ab"]
+late = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+threads = [threading.Thread(target=run, args=(n, rounds, late if n == "b" else 0), name="loop-" + n)
+           for n in "ab"]
 for t in threads:
     t.start()
 for t in threads:
