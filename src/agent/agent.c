@@ -159,8 +159,11 @@ static void init_reg_lock(void)
 	pthread_mutexattr_destroy(&a);
 }
 
-/* The per-process parts of the state, for a new process (start, fork child). */
-static int state_fresh(void)
+/* The per-process parts of the state, for a new process (start, fork
+ * child). inherited: the state is a copy of the parent's; else it was just
+ * allocated, and reads as zeros without being written (shm_alloc): its
+ * tables are left untouched, each page of them a fault saved at start. */
+static int state_fresh(int inherited)
 {
 	agent.pid = getpid();
 	agent.stream = agent_new_stream_id();
@@ -168,7 +171,8 @@ static int state_fresh(void)
 	atomic_store(&agent.helper_pid, 0);
 	init_reg_lock();
 	agent.slots = NULL;
-	memset(agent.tidtab, 0, sizeof(agent.tidtab));
+	if (inherited)
+		memset(agent.tidtab, 0, sizeof(agent.tidtab));
 	atomic_store(&agent.stopping, 0);
 	agent.sampler_slot = NULL;
 	atomic_store(&agent.retired_samples, 0);
@@ -181,8 +185,10 @@ static int state_fresh(void)
 	atomic_store(&agent.writer_idle, 0);
 	atomic_store(&agent.unwind_cur, NULL);
 	atomic_store(&agent.unwind_miss, 0);
-	memset(&agent.jit, 0, sizeof(agent.jit));
-	memset(&agent.notes, 0, sizeof(agent.notes));
+	if (inherited) {
+		memset(&agent.jit, 0, sizeof(agent.jit));
+		memset(&agent.notes, 0, sizeof(agent.notes));
+	}
 	atomic_store(&agent.small_rings, 0);
 	agent.code_seen = shm_alloc(CODE_SEEN_SIZE);
 	agent.grave = shm_alloc(sizeof(struct graveyard));
@@ -363,7 +369,7 @@ static void atfork_child(void)
 	munmap(copy, sz);
 	shm_set_root(st);
 	agentp = st;
-	if (state_fresh()) {
+	if (state_fresh(1)) {
 		agentp = &inactive;
 		return;
 	}
@@ -562,7 +568,7 @@ static int agent_setup(const char *out, const char *options, int by_tid, int log
 	snprintf(agent.agent_dir, sizeof(agent.agent_dir), "%s", dir);
 	agent.standby = !out;
 	agent.by_tid = by_tid;
-	if (state_fresh()) {
+	if (state_fresh(0)) {
 		snprintf(err, errlen, "out of shared memory; this process is not profiled");
 		goto fail;
 	}

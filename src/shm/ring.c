@@ -23,8 +23,11 @@ int ring_init(struct ring *r, uint32_t size)
 		return -1;
 	/* In the shared region: the producer is a thread of the profiled
 	 * process, the consumer the helper's writer. Blocks of this size are
-	 * page aligned, which keeps the data off the slot's cache lines. */
-	void *p = shm_alloc(size);
+	 * page aligned, which keeps the data off the slot's cache lines.
+	 * Nothing is read that was not written first (a length word is
+	 * read only between tail and head): a reused block is not cleared,
+	 * which would cost a thread's start a pass over the whole ring. */
+	void *p = shm_alloc_dirty(size);
 	if (!p)
 		return -1;
 	r->buf = p;

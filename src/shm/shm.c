@@ -454,7 +454,7 @@ static unsigned class_of(size_t n)
 	return c;
 }
 
-void *shm_alloc(size_t n)
+static void *alloc(size_t n, int zeroed)
 {
 	if (!S.base || n > S.max)
 		return NULL;
@@ -468,9 +468,11 @@ again:
 		return NULL;
 	uint64_t off = h->free[c];
 	struct tag *t;
+	int reused = 0;
 	if (off) {
 		t = (struct tag *)(S.base + off);
 		h->free[c] = t->next_free;
+		reused = 1;
 	} else {
 		/* Blocks of 4 KiB and more start on a page, so a ring's pages
 		 * are its own. */
@@ -516,9 +518,18 @@ again:
 	h->used += bsize;
 	unlock();
 	void *p = t + 1;
-	memset(p, 0, bsize - sizeof(*t));
+	/* A block past the old break has never been written: the file's
+	 * pages read as zeros until first touched, and touching them all
+	 * here (a thread's ring is megabytes) would cost every process,
+	 * however short, a page fault per page at its start. */
+	if (reused && zeroed)
+		memset(p, 0, bsize - sizeof(*t));
 	return p;
 }
+
+void *shm_alloc(size_t n) { return alloc(n, 1); }
+
+void *shm_alloc_dirty(size_t n) { return alloc(n, 0); }
 
 void shm_free(void *p)
 {

@@ -92,6 +92,10 @@ int shm_contains(const void *p, size_t n);
 /* Zeroed memory in the region, or NULL when it is full or cannot grow
  * (or, in the profiled process, its lock could not be had: shm_stalled). */
 void *shm_alloc(size_t n);
+/* The same, but a block that was used and freed before keeps what was
+ * written in it (a never-used block reads as zeros all the same): for
+ * memory nothing reads before writing it, a ring's. */
+void *shm_alloc_dirty(size_t n);
 void shm_free(void *p);
 /* In the profiled process: whether the last allocation or free gave up
  * waiting for the region's lock (a stopped helper holds it); it then
