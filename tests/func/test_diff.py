@@ -197,7 +197,9 @@ def test_by_line_and_file(runs):
     grow = [r for r in d["rows"] if r["name"] == "grow"]
     base, new = sum(r["base"]["self"] for r in grow), sum(r["new"]["self"] for r in grow)
     assert abs(new / base - runs.want("grow")) <= 0.2, (grow, runs.spent_base, runs.spent_new)
-    assert top["ratio"] == pytest.approx(top["new"]["self"] / top["base"]["self"], rel=1e-3), top
+    # Its ratio is of shares: each side's count over that side's total.
+    share = [top[k]["self"] / d[k]["total"] for k in ("base", "new")]
+    assert top["ratio"] == pytest.approx(share[1] / share[0], rel=1e-3), (top, d["base"], d["new"])
     d = diff_json("--by", "file", "-n", "0", runs.base, runs.new)
     k = [r for r in d["rows"] if r["name"].endswith("diffapp/work/kernels.py")]
     assert len(k) == 1, [r["name"] for r in d["rows"]]
