@@ -105,7 +105,7 @@ $(foreach v,$(PY_UNBUILT),\
 	$(info strata: cannot build the agent for Python $(v) ($(PY_EXE_$(v))): no internal headers under $(PY_NOHEADERS_$(v))))
 $(foreach p,$(PY_BROKEN),$(info strata: cannot build the agent for $(p): it does not run))
 
-.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip regrtests-then-sid cpython-tests ubsan-func \
+.PHONY: all clean check demo test unit asan func fuzz fuzz-check deps install bench check-versions check-pythons check-sid sid-or-skip cpython-tests ubsan-func \
 	wheel check-wheel
 # The Python package (python -m strata, strata.profile) sits next to the
 # agent: PYTHONPATH=<prefix>/lib/strata/python.
@@ -194,7 +194,7 @@ check: deps
 	$(MAKE) func; rc=$$?; \
 	wait $$prep; \
 	exit $$rc
-	$(MAKE) -j3 --output-sync=target regrtests-then-sid sid-or-skip check-wheel ubsan-func
+	$(MAKE) -j3 --output-sync=target cpython-tests sid-or-skip check-wheel ubsan-func
 
 func: all check-pythons
 	scripts/run-func-tests.sh
@@ -229,8 +229,7 @@ check-sid:
 
 # make check runs these two side by side (both mostly wait: regrtest's
 # timeouts, the root's processes), with check-wheel, each one's output
-# printed whole when it ends. What check-sid runs, and make check with it (split: sid-or-skip and
-# regrtests-then-sid, below): the tests run once per interpreter (debian-3.14,
+# printed whole when it ends. What check-sid runs, and make check with it: the tests run once per interpreter (debian-3.14,
 # debian-3.15), then CPython's own regression tests under strata on both
 # (cpu mode: `scripts/sidroot.sh regrtests`); a machine that cannot have
 # the root (no archive, not root) is a skip, said in one line by sidroot.sh. --native and Numba run
@@ -241,20 +240,10 @@ check-sid:
 SID_TESTS = tests/func -k "debian-3.14 or debian-3.15" \
 	--ignore=tests/func/test_export_text.py --ignore=tests/func/test_export_web.py \
 	--deselect=tests/func/test_native.py::test_exports_of_a_native_profile
-# In make check the root's regression tests do not follow its functional
-# suite (the stage's longest) but the host's regression tests, which end
-# minutes before it: a minute off make check's time, the same tests, the
-# same three jobs at once. The root was made, and strata built in it,
-# before this stage (check's `sidroot.sh prepare`).
 sid-or-skip:
 	@scripts/sidroot.sh check $(SID_TESTS); rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "strata: CPython 3.14/3.15 not tested (see the line above)"; exit 0; fi; \
-	exit $$rc
-
-regrtests-then-sid: all
-	@tests/cpython/run_regrtests.py; rc=$$?; \
 	scripts/sidroot.sh regrtests; rc2=$$?; \
-	if [ $$rc2 -eq 77 ]; then echo "strata: CPython 3.14/3.15's own tests not run (see the line above)"; rc2=0; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
 
 # Programs behave as without the profiler (issue 11): CPython's own tests,

@@ -380,15 +380,7 @@ update() {
 ensure() {
 	mkdir -p "$CACHE"
 	exec 9>"$CACHE/lock"
-	# Runs share the root: make check runs its functional suite and its
-	# regression tests at once. One that finds it made for this recipe
-	# goes on beside the others; one that must make or update it waits
-	# for them to end and does it alone.
-	key="$SIDROOT_REV|$PKGS|$VENV_PKGS|$VENV_EXTRAS|$PYTEST_PKGS"
-	flock -s 9
-	[ "$(cat "$CACHE/ensured" 2>/dev/null)" = "$key" ] && return 0
 	flock 9
-	rm -f "$CACHE/ensured"
 	state=ok
 	if [ ! -x "$ROOT/usr/bin/python3.15" ] || [ "$(cat "$ROOT/.strata-sidroot-rev" 2>/dev/null)" != "$SIDROOT_REV" ]; then
 		state=create
@@ -411,7 +403,6 @@ ensure() {
 	venv_done "$ROOT" || venv_315 "$ROOT"
 	venv_extras "$ROOT"
 	venv_pytest "$ROOT"
-	echo "$key" > "$CACHE/ensured"
 	# Runs share the root; a later update waits for them.
 	flock -s 9
 }
