@@ -115,7 +115,8 @@ static int runs_other_loop(pid_t tid, uint64_t loop)
  * loop's thread is known neither way goes to the thread last seen running
  * any task (the main thread before any was seen), unless that thread is
  * known to run another loop: a loop that is not running yet has no thread
- * its tasks wait in. */
+ * its tasks wait in. A task whose loop was not read has no other loop to
+ * be told from: it goes to that thread. */
 static pid_t loop_tid(uint64_t loop, uint64_t now)
 {
 	pthread_mutex_lock(&WT.lock);
@@ -152,7 +153,7 @@ static pid_t loop_tid(uint64_t loop, uint64_t now)
 	}
 	if (!tid) {
 		tid = WT.last_tid ? WT.last_tid : agent.pid;
-		if (runs_other_loop(tid, loop))
+		if (loop && runs_other_loop(tid, loop))
 			tid = 0;
 	}
 	pthread_mutex_unlock(&WT.lock);
