@@ -62,9 +62,9 @@ def test_attach_split(python, tmp_path):
         time.sleep(0.3)
         assert not maps_agent(p.pid)
         out = tmp_path / "attached.strata"
-        c0 = cpu_ms(p.pid)
+        t0, c0 = time.monotonic(), cpu_ms(p.pid)
         r = strata("record", "--pid", p.pid, "-d", "2", "-o", out, timeout=120)
-        cpu = cpu_ms(p.pid) - c0
+        wall, cpu = 1000 * (time.monotonic() - t0), cpu_ms(p.pid) - c0
         assert r.returncode == 0, r.stderr
         m = LOADED_RE.search(r.stderr)
         assert m and int(m.group(1)) == p.pid, r.stderr
@@ -72,7 +72,7 @@ def test_attach_split(python, tmp_path):
         assert rep.returncode == 0 and "warning" not in rep.stderr, rep.stderr
         data = json.loads(rep.stdout)
         # CPU time over 2 s of wall time on a shared 2-core machine.
-        assert_window_samples(data["samples"], cpu, "record --pid -d 2")
+        assert_window_samples(data["samples"], cpu, "record --pid -d 2", wall, data["duration_s"])
         heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
         assert_split((heavy, light), (3, 1), "heavy:light")
         assert str(PROGRAMS / "split.py") in data["command"]
@@ -84,19 +84,19 @@ def test_attach_split(python, tmp_path):
 
         # Again, until Ctrl-C: the loaded agent is reused (no second load).
         out2 = tmp_path / "again.strata"
-        c0 = cpu_ms(p.pid)
+        t0, c0 = time.monotonic(), cpu_ms(p.pid)
         rec = subprocess.Popen([str(STRATA), "record", "--pid", str(p.pid), "-o", str(out2)],
                                stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         rec.send_signal(signal.SIGINT)
         _, err2 = rec.communicate(timeout=30)
-        cpu = cpu_ms(p.pid) - c0
+        wall, cpu = 1000 * (time.monotonic() - t0), cpu_ms(p.pid) - c0
         assert rec.returncode == 0, err2
         assert not LOADED_RE.search(err2), err2
         # Against the CPU time it had, not a fixed count: 85 samples once,
         # in the sid root under make check's last stage.
-        assert_window_samples(json.loads(strata("report", "--json", out2).stdout)["samples"], cpu,
-                              "record --pid until Ctrl-C")
+        data = json.loads(strata("report", "--json", out2).stdout)
+        assert_window_samples(data["samples"], cpu, "record --pid until Ctrl-C", wall, data["duration_s"])
         assert Path("/proc/%d/maps" % p.pid).read_text().count("libstrata-agent.so") >= 1
         stop.touch()
     finally:
@@ -499,15 +499,15 @@ def test_attach_events_and_fixed_settings(python, tmp_path):
         time.sleep(0.3)
         out = tmp_path / "ev.strata"
         # -d 3: 143 samples in 2 s were seen under make check's load.
-        c0 = cpu_ms(p.pid)
+        t0, c0 = time.monotonic(), cpu_ms(p.pid)
         r = strata("record", "--pid", p.pid, "-d", "3", "-e", "task-clock", "-o", out, timeout=120)
-        cpu = cpu_ms(p.pid) - c0
+        wall, cpu = 1000 * (time.monotonic() - t0), cpu_ms(p.pid) - c0
         assert r.returncode == 0 and LOADED_RE.search(r.stderr), r.stderr
         data = json.loads(strata("report", "--json", out).stdout)
         assert [e["name"] for e in data["events"]] == ["task-clock"], data["events"]
         heavy, light = func_row(data, "heavy"), func_row(data, "light")
         # task-clock's default period is 1 ms of the thread's CPU time.
-        assert_window_samples(data["samples"], cpu, "record --pid -e task-clock")
+        assert_window_samples(data["samples"], cpu, "record --pid -e task-clock", wall, data["duration_s"])
         assert_split((heavy["self"], light["self"]), (3, 1), "heavy:light samples")
         # The counts split as the samples do (each sample carries about
         # one period of the event).

@@ -176,7 +176,7 @@ def test_record_pid_duration(python, tmp_path):
         # CPU time over 2 s of wall time: on a loaded machine (make check
         # runs the CPython tests beside the sid stage) the program may get
         # a twentieth of a core; the split below is what must be right.
-        assert_window_samples(data["samples"], cpu, "record --pid -d 2")
+        assert_window_samples(data["samples"], cpu, "record --pid -d 2", 1000 * took, data["duration_s"])
         heavy, light = func_row(data, "heavy")["self"], func_row(data, "light")["self"]
         assert_split((heavy, light), (3, 1), "heavy:light")
         assert str(PROGRAMS / "split.py") in data["command"]

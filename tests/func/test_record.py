@@ -179,6 +179,7 @@ def holdlock(tmp_path_factory):
     return exe
 
 
+@pytest.mark.edge_pythons
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_thread_and_fork_while_the_list_is_held(python, record, holdlock, mode):
     """A thread's start and a fork child wait for the agent's thread list,
