@@ -25,6 +25,16 @@ pid_t remote_pid(void);
 
 /* Copies n bytes at the target's addr; 0, or -1 if unreadable. */
 int remote_read(void *dst, uint64_t addr, size_t n);
+
+/* Page cache for the calling thread's reads of what does not change
+ * while it is in use (the code objects a sample names, their strings and
+ * line tables). remote_cache_from(t) turns it on: remote_read then serves
+ * what fits in a page or two from copies of whole pages read at or after
+ * t (CLOCK_MONOTONIC ns: the time a sample was taken, so a copy is never
+ * older than the sample it serves), reading a page once where it read
+ * each field before. remote_cache_from(0) turns it off. Never for
+ * anything read to see it change (a seqlock, a list that grows). */
+void remote_cache_from(uint64_t t_ns);
 int remote_write(uint64_t addr, const void *src, size_t n);
 /* A NUL-terminated string of at most n-1 bytes at addr; 0 or -1. */
 int remote_read_str(char *dst, uint64_t addr, size_t n);
@@ -50,9 +60,16 @@ struct robj {
  * 0, or -1 if the list could not be read (the caller keeps what it had). */
 int remote_objects(int (*fn)(const struct robj *o, void *data), void *data);
 
-/* A cheap fingerprint of the loaded objects (count, and each one's bias and
- * dynamic section): differs when objects were loaded or unloaded. 0 if
- * unreadable. */
+/* A fingerprint of the loaded objects (each one's bias, dynamic section
+ * and entry): differs when objects were loaded or unloaded. 0 if
+ * unreadable. remote_objects_gen_full walks the whole list (one read per
+ * object); remote_objects_gen, called every writer pass, does that at
+ * most every 100 ms per thread and otherwise only checks the list's ends
+ * (three reads: a dlopen appends, so a load is seen at once, and so is
+ * the last entry's unload; an unload in the middle of the list, within
+ * 100 ms). With 165 objects loaded, the
+ * walk every pass was most of the helper's CPU time. */
 uint64_t remote_objects_gen(void);
+uint64_t remote_objects_gen_full(void);
 
 #endif

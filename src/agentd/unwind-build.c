@@ -528,7 +528,8 @@ static int poll_objects(struct wbuf *recs, int reclaim_ok, int force)
 					built[nbuilt++] = o;
 			}
 		if (nbuilt) {
-			if (remote_objects_gen() != U.gen) {
+			/* Any unload meanwhile, wherever in the list. */
+			if (remote_objects_gen_full() != U.gen) {
 				for (unsigned i = 0; i < nbuilt; i++)
 					uncompile(built[i]);
 				U.scanned = 0; /* rescan at the next pass */

@@ -18,6 +18,7 @@
 #include "agentd.h"
 #include "shm/grave.h"
 #include "perfread.h"
+#include "remote.h"
 #include "shm/unwind.h"
 #include "common/format.h"
 #include "tasks.h"
@@ -275,7 +276,11 @@ static uint32_t code_index(const struct strata_pyframe *f, uint64_t t)
 			dies_at = d->t;
 			goto added;
 		}
-	if (agentd_reader->read_code(f->code, &ci) == 0 && (uint16_t)ci.firstlineno == f->first) {
+	/* Through the page cache: read no earlier than the sample. */
+	remote_cache_from(t);
+	int got = agentd_reader->read_code(f->code, &ci);
+	remote_cache_from(0);
+	if (got == 0 && (uint16_t)ci.firstlineno == f->first) {
 		put_code(id, f->code, &ci);
 		codeinfo_free(&ci);
 	} else {
