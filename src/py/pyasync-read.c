@@ -159,9 +159,29 @@ static int asyncio_find_(uint64_t debug, struct strata_asyncref *out, char *why,
 	 * program without asyncio must see nothing of this). */
 	if (KIND(mods) != K_DICT || !dict_layout_ok(mods))
 		return 1;
+	/* sys.modules as it was when asyncio.tasks was last not in it: not
+	 * imported since (an import adds an entry, a resize moves the keys).
+	 * Two reads, where looking it up reads every module's name: 1455
+	 * modules loaded, that was most of the helper's time, every 100 ms
+	 * for the whole run of a program without asyncio. */
+	static struct {
+		PyObject *mods;
+		Py_ssize_t used;
+		PyDictKeysObject *keys;
+	} absent;
+	PyDictObject *md = (PyDictObject *)mods;
+	Py_ssize_t used = LD(md->ma_used);
+	PyDictKeysObject *keys = LD(md->ma_keys);
+	if (absent.mods == mods && absent.used == used && absent.keys == keys)
+		return 1;
 	PyObject *tm = sys_module("asyncio.tasks");
-	if (!tm)
+	if (!tm) {
+		absent.mods = mods;
+		absent.used = used;
+		absent.keys = keys;
 		return 1; /* asyncio not imported (yet) */
+	}
+	absent.mods = NULL;
 	PyObject *g = module_dict(tm);
 	PyObject *cur = async_dict_get(g, "_current_tasks");
 	PyObject *task = async_dict_get(g, "Task");

@@ -73,6 +73,17 @@ def test_task_split_and_chain(python, record):
     assert chains >= 0.9 * heavy, (chains, heavy)
 
 
+def test_asyncio_imported_late(python, record):
+    """asyncio imported after the helper has looked for it and not found
+    it (it then looks again only once sys.modules has changed): the tasks
+    are found all the same."""
+    res = record(python, "async_tasks.py", "split", "60", "import-late")
+    assert res.returncode == 0, res.stderr
+    rows = {t["task"]: t for t in res.report().get("tasks", [])}
+    assert "heavy" in rows and "light" in rows, rows.keys()
+    assert_split(burns(res.path), burned(res.stdout, "cpu"), "heavy:light in burn()")
+
+
 def test_task_filter_and_loop_frames(debian_python, record, tmp_path):
     res = record(debian_python, "async_tasks.py", "split", "20")
     assert res.returncode == 0, res.stderr

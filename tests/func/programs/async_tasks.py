@@ -12,7 +12,9 @@ creating the tasks and awaiting them.
 A third argument picks the tasks and the loop: "pure" (no _asyncio: the
 pure-Python tasks and futures asyncio falls back on), "pytask" (asyncio's
 pure-Python Task class made by a task factory beside the C _asyncio),
-"uvloop" (uvloop's event loop).
+"uvloop" (uvloop's event loop), "import-late" (asyncio imported only after
+0.6 s of computing, so a profiler has looked for it and not found it
+several times).
 
 At the end it prints the time heavy and light spent in burn(), by the wall
 clock and by the thread's CPU clock: the known answer a profile's split is
@@ -25,6 +27,11 @@ import time
 FLAVOUR = sys.argv[3] if len(sys.argv) > 3 else ""
 if FLAVOUR == "pure":
     sys.modules["_asyncio"] = None  # what asyncio sees without its C module
+if FLAVOUR == "import-late":
+    assert "asyncio" not in sys.modules
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.6:
+        sum(range(1000))
 
 import asyncio
 
