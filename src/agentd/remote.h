@@ -25,6 +25,11 @@ pid_t remote_pid(void);
 
 /* Copies n bytes at the target's addr; 0, or -1 if unreadable. */
 int remote_read(void *dst, uint64_t addr, size_t n);
+int remote_write(uint64_t addr, const void *src, size_t n);
+/* A NUL-terminated string of at most n-1 bytes at addr; 0 or -1. */
+int remote_read_str(char *dst, uint64_t addr, size_t n);
+/* For struct strata_remote.read. */
+int remote_read_cb(void *ctx, void *dst, uint64_t addr, size_t n);
 
 /* Page cache for the calling thread's reads of what does not change
  * while it is in use (the code objects a sample names, their strings and
@@ -35,11 +40,6 @@ int remote_read(void *dst, uint64_t addr, size_t n);
  * each field before. remote_cache_from(0) turns it off. Never for
  * anything read to see it change (a seqlock, a list that grows). */
 void remote_cache_from(uint64_t t_ns);
-int remote_write(uint64_t addr, const void *src, size_t n);
-/* A NUL-terminated string of at most n-1 bytes at addr; 0 or -1. */
-int remote_read_str(char *dst, uint64_t addr, size_t n);
-/* For struct strata_remote.read. */
-int remote_read_cb(void *ctx, void *dst, uint64_t addr, size_t n);
 
 struct rseg {
 	uint64_t vaddr, memsz, filesz, off;
@@ -67,8 +67,8 @@ int remote_objects(int (*fn)(const struct robj *o, void *data), void *data);
  * most every 100 ms per thread and otherwise only checks the list's ends
  * (three reads: a dlopen appends, so a load is seen at once, and so is
  * the last entry's unload; an unload in the middle of the list, within
- * 100 ms). With 165 objects loaded, the
- * walk every pass was most of the helper's CPU time. */
+ * 100 ms). With 165 objects loaded, the walk every pass was most of the
+ * helper's CPU time. */
 uint64_t remote_objects_gen(void);
 uint64_t remote_objects_gen_full(void);
 
