@@ -18,7 +18,9 @@
 /* ===== finding asyncio ================================================== */
 
 /* The module named `name` in sys.modules, or NULL. */
-static PyObject *sys_module(const char *name)
+/* Module `name` in sys.modules, looked for among its entries from index
+ * `from` on. */
+static PyObject *sys_module_from(const char *name, Py_ssize_t from)
 {
 	PyInterpreterState *interp = LD(RUNTIME->interpreters.main);
 	if (!interp)
@@ -28,9 +30,11 @@ static PyObject *sys_module(const char *name)
 #else
 	PyObject *mods = LD(interp->imports.modules);
 #endif
-	PyObject *m = async_dict_get(mods, name);
+	PyObject *m = async_dict_get_from(mods, from, name);
 	return m && KIND(m) == K_MODULE ? m : NULL;
 }
+
+static PyObject *sys_module(const char *name) { return sys_module_from(name, 0); }
 
 /* A module's globals: md_dict, the first member of PyModuleObject (in
  * internal/pycore_moduleobject.h from 3.10; the same before). */
@@ -159,26 +163,30 @@ static int asyncio_find_(uint64_t debug, struct strata_asyncref *out, char *why,
 	 * program without asyncio must see nothing of this). */
 	if (KIND(mods) != K_DICT || !dict_layout_ok(mods))
 		return 1;
-	/* sys.modules as it was when asyncio.tasks was last not in it: not
-	 * imported since (an import adds an entry, a resize moves the keys).
-	 * Two reads, where looking it up reads every module's name: 1455
-	 * modules loaded, that was most of the helper's time, every 100 ms
-	 * for the whole run of a program without asyncio. */
+	/* Where the last search of sys.modules for asyncio.tasks stopped,
+	 * not finding it: the same keys table (no resize since), so only the
+	 * entries added since are looked at (a dict appends them), and none
+	 * when none were added. Reading every module's name every 100 ms was
+	 * most of the helper's time, for the whole run of a program without
+	 * asyncio (1455 modules loaded), and through a program's imports. */
 	static struct {
 		PyObject *mods;
-		Py_ssize_t used;
 		PyDictKeysObject *keys;
+		Py_ssize_t searched;
 	} absent;
-	PyDictObject *md = (PyDictObject *)mods;
-	Py_ssize_t used = LD(md->ma_used);
-	PyDictKeysObject *keys = LD(md->ma_keys);
-	if (absent.mods == mods && absent.used == used && absent.keys == keys)
-		return 1;
-	PyObject *tm = sys_module("asyncio.tasks");
+	PyDictKeysObject *keys = LD(((PyDictObject *)mods)->ma_keys);
+	Py_ssize_t nent = async_dict_nentries(mods);
+	Py_ssize_t from = 0;
+	if (absent.mods == mods && absent.keys == keys && nent >= absent.searched) {
+		if (nent == absent.searched)
+			return 1;
+		from = absent.searched;
+	}
+	PyObject *tm = sys_module_from("asyncio.tasks", from);
 	if (!tm) {
-		absent.mods = mods;
-		absent.used = used;
+		absent.mods = nent >= 0 ? mods : NULL;
 		absent.keys = keys;
+		absent.searched = nent;
 		return 1; /* asyncio not imported (yet) */
 	}
 	absent.mods = NULL;

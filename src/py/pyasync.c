@@ -19,6 +19,23 @@
 
 int async_dict_items(PyObject *d, PyObject **keys, PyObject **vals, int max)
 {
+	return async_dict_items_from(d, 0, keys, vals, max);
+}
+
+Py_ssize_t async_dict_nentries(PyObject *d)
+{
+	PyDictKeysObject *dk = LD(((PyDictObject *)d)->ma_keys);
+	if (!dk)
+		return -1;
+#if PY_VERSION_HEX < 0x030B0000
+	return LD(((st_dictkeys *)dk)->dk_nentries);
+#else
+	return LD(dk->dk_nentries);
+#endif
+}
+
+int async_dict_items_from(PyObject *d, Py_ssize_t start, PyObject **keys, PyObject **vals, int max)
+{
 	PyDictObject *dict = (PyDictObject *)d;
 	PyDictKeysObject *dk = LD(dict->ma_keys);
 	if (!dk)
@@ -32,7 +49,7 @@ int async_dict_items(PyObject *d, PyObject **keys, PyObject **vals, int max)
 	size_t ix = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
 	st_dictentry *e = (st_dictentry *)(k->dk_indices + (size_t)size * ix);
 	PyObject **values = LD(dict->ma_values);
-	for (Py_ssize_t i = 0; i < used && i < DICT_SCAN_MAX && n < max; i++) {
+	for (Py_ssize_t i = start; i < used && i < DICT_SCAN_MAX && n < max; i++) {
 		PyObject *key = LD(e[i].me_key);
 		PyObject *val = values ? LD(values[i]) : LD(e[i].me_value);
 		if (!key || !val)
@@ -50,7 +67,7 @@ int async_dict_items(PyObject *d, PyObject **keys, PyObject **vals, int max)
 		return -1;
 	char *ent = dk->dk_indices + ((size_t)1 << log2ix);
 	PyDictValues *values = LD(dict->ma_values);
-	for (Py_ssize_t i = 0; i < used && i < DICT_SCAN_MAX && n < max; i++) {
+	for (Py_ssize_t i = start; i < used && i < DICT_SCAN_MAX && n < max; i++) {
 		PyObject *key, *val;
 		if (kind == DICT_KEYS_GENERAL) {
 			PyDictKeyEntry *e = (PyDictKeyEntry *)ent + i;
@@ -298,11 +315,16 @@ int async_set_keys(PyObject *set, PyObject **out, int max, uint64_t *pos, int bu
 
 PyObject *async_dict_get(PyObject *d, const char *name)
 {
+	return async_dict_get_from(d, 0, name);
+}
+
+PyObject *async_dict_get_from(PyObject *d, Py_ssize_t start, const char *name)
+{
 	enum { MAXE = 4096 };
 	static PyObject *k[MAXE], *v[MAXE];
 	if (!d || KIND(d) != K_DICT)
 		return NULL;
-	int n = async_dict_items(d, k, v, MAXE);
+	int n = async_dict_items_from(d, start, k, v, MAXE);
 	for (int i = 0; i < n; i++)
 		if (async_str_eq(k[i], name))
 			return v[i];

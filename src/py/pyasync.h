@@ -187,6 +187,12 @@ typedef struct {
 /* Up to max live entries of dict d into keys/vals (either may be NULL).
  * Returns how many, -1 if d does not read as a dict. */
 int async_dict_items(PyObject *d, PyObject **keys, PyObject **vals, int max);
+/* The same, from the entry at index `start` of its entries table on (a
+ * dict appends new entries there: from the count it had, what was added
+ * since, until it is resized). */
+int async_dict_items_from(PyObject *d, Py_ssize_t start, PyObject **keys, PyObject **vals, int max);
+/* How many entries d's entries table has used (live and deleted); -1. */
+Py_ssize_t async_dict_nentries(PyObject *d);
 /* The coroutine's (or generator's) frame, NULL once it finished. */
 void *async_gen_frame(PyObject *gen);
 /* Whether o's type is `base` or derives from it (a few levels). */
@@ -211,6 +217,8 @@ int async_type_kind(PyTypeObject *tp);
 int async_str_eq(PyObject *s, const char *lit);
 /* The value of key `name` (a str) in dict d, or NULL. */
 PyObject *async_dict_get(PyObject *d, const char *name);
+/* The same among the entries from index `start` on. */
+PyObject *async_dict_get_from(PyObject *d, Py_ssize_t start, const char *name);
 /* Whether o is a task (C or pure-Python), a C future (or task), any future. */
 int async_is_task(const struct strata_asyncref *a, PyObject *o);
 int async_is_cfuture(const struct strata_asyncref *a, PyObject *o);
