@@ -214,7 +214,9 @@ static int read_phdrs_mem(struct robj *o, uint64_t ehdr_addr)
 	return o->nph ? 0 : -1;
 }
 
-int remote_objects(int (*fn)(const struct robj *o, void *data), void *data)
+/* The first entry of the target's link map (r_debug's r_map, after its
+ * int r_version): 0, or -1 if unreadable. */
+static int list_head(uint64_t *first)
 {
 	uint64_t rd = agent.r_debug;
 	struct {
@@ -224,10 +226,18 @@ int remote_objects(int (*fn)(const struct robj *o, void *data), void *data)
 	} head;
 	if (!rd || remote_read(&head, rd, sizeof(head)))
 		return -1;
+	*first = head.map;
+	return 0;
+}
+
+int remote_objects(int (*fn)(const struct robj *o, void *data), void *data)
+{
+	uint64_t at;
+	if (list_head(&at))
+		return -1;
 	struct robj *o = malloc(sizeof(*o));
 	if (!o)
 		return -1;
-	uint64_t at = head.map;
 	for (int steps = 0; at && steps < 100000; steps++) {
 		struct rlink l;
 		if (remote_read(&l, at, sizeof(l))) {
@@ -273,17 +283,10 @@ int remote_objects(int (*fn)(const struct robj *o, void *data), void *data)
  * entry's l_prev; 0 if unreadable. */
 static uint64_t walk_gen(uint64_t *head_map, uint64_t *tail, uint64_t *tail_prev)
 {
-	uint64_t rd = agent.r_debug;
-	struct {
-		int32_t version;
-		int32_t pad;
-		uint64_t map;
-	} head;
-	if (!rd || remote_read(&head, rd, sizeof(head)))
+	if (list_head(head_map))
 		return 0;
 	uint64_t h = 0xcbf29ce484222325ull;
-	uint64_t at = head.map;
-	*head_map = head.map;
+	uint64_t at = *head_map;
 	*tail = *tail_prev = 0;
 	for (int steps = 0; at && steps < 100000; steps++) {
 		struct rlink l;
@@ -314,16 +317,9 @@ static __thread struct {
 
 uint64_t remote_objects_gen(void)
 {
-	uint64_t rd = agent.r_debug;
-	struct {
-		int32_t version;
-		int32_t pad;
-		uint64_t map;
-	} head;
-	uint64_t now = mono_ns();
+	uint64_t now = mono_ns(), first;
 	uint32_t rgen = atomic_load(&R.gen);
-	if (G.gen && G.rgen == rgen && now - G.at_ns < GEN_FULL_NS && rd && !remote_read(&head, rd, sizeof(head)) &&
-	    head.map == G.head) {
+	if (G.gen && G.rgen == rgen && now - G.at_ns < GEN_FULL_NS && !list_head(&first) && first == G.head) {
 		/* The same first entry, and the same last one still last
 		 * (a dlopen appends), still after the same entry, which
 		 * still links to it (an unloaded entry's own links are

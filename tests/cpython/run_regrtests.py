@@ -147,6 +147,18 @@ OBJECTS = [
 ]
 OPTIONAL |= {"test_sqlite3", "test_capi"}
 
+def has_feeder_race(interp):
+    """Whether the interpreter's concurrent.futures takes the executor's
+    shutdown lock in the queue feeder's error path (CPython gh-125451)."""
+    try:
+        src = (interp.testdir.parent / "concurrent" / "futures" / "process.py").read_text()
+    except (OSError, AttributeError):
+        return False
+    at = src.find("def _on_queue_feeder_error")
+    end = src.find("\n    def ", at + 1)
+    return at >= 0 and "with self.shutdown_lock" in src[at:end if end > at else None]
+
+
 IGNORE = [
     # (test id or glob, why[, minor versions]) — for time, duplication or
     # flakiness without strata; never because a test fails under strata,
@@ -178,7 +190,7 @@ IGNORE = [
      "gh-125451; 3.9-3.13 here): the executor's manager thread holds _shutdown_lock while it joins "
      "the queue feeder thread, and the feeder, after the pickling error this test provokes, waits "
      "for that lock. Hung once under strata on pyenv's 3.13.0 (make check, cpu mode) with exactly "
-     "those two stacks; the class's other deadlock cases still run", lambda interp: has_feeder_race(interp)),
+     "those two stacks; the class's other deadlock cases still run", has_feeder_race),
     ("test.test_os.TimerfdTests.test_timerfd_*",
      "timing-flaky in CPython 3.13 itself: each asserts a timer's expiry within 1-2 ms of a "
      "clock read just after arming it, which a thread descheduled between the two misses "
@@ -187,18 +199,6 @@ IGNORE = [
      "strata, 2 ms short, and passed rerun without it; the class passed 3 of 3 runs under "
      "strata with four busy loops beside, and 3 of 3 without"),
 ]
-
-def has_feeder_race(interp):
-    """Whether the interpreter's concurrent.futures takes the executor's
-    shutdown lock in the queue feeder's error path (CPython gh-125451)."""
-    try:
-        src = (interp.testdir.parent / "concurrent" / "futures" / "process.py").read_text()
-    except (OSError, AttributeError):
-        return False
-    at = src.find("def _on_queue_feeder_error")
-    end = src.find("\n    def ", at + 1)
-    return at >= 0 and "with self.shutdown_lock" in src[at:end if end > at else None]
-
 
 # The interpreters the wall and --native selections run on by default:
 # Debian's (stripped, the one most users have), the oldest and the newest

@@ -56,6 +56,17 @@ static void child_cmd(size_t off, uint64_t v, uint64_t width)
 static void child_write(size_t off, char v) { child_cmd(off, (uint64_t)(unsigned char)v, 1); }
 static void child_write64(size_t off, uint64_t v) { child_cmd(off, v, 8); }
 
+/* The child as a new target: a /proc/PID/mem of its own, as the helper
+ * gets one for each image. */
+static void open_target(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)child);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0);
+	remote_init(child, fd);
+}
+
 static void start_child(void)
 {
 	area = mmap(NULL, 3 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -81,11 +92,7 @@ static void start_child(void)
 	}
 	close(to_child[0]);
 	close(from_child[1]);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)child);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	CHECK(fd >= 0);
-	remote_init(child, fd);
+	open_target();
 }
 
 static void test_direct(void)
@@ -149,10 +156,7 @@ static void test_new_target_drops_the_copies(void)
 	remote_cache_from(t0);
 	CHECK(remote_read(&b, at, 1) == 0);
 	child_write(200, 'Z');
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)child);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	remote_init(child, fd);
+	open_target();
 	/* Same sample time, but the copies were of the previous target. */
 	CHECK(remote_read(&b, at, 1) == 0);
 	CHECK_EQ(b, 'Z');
