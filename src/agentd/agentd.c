@@ -51,6 +51,7 @@
 #include "shm/link.h"
 #include "remote.h"
 #include "shm/shm.h"
+#include "target.h"
 #include "shm/unwind.h"
 #include "common/ctlproto.h"
 #include "common/format.h"
@@ -422,6 +423,10 @@ int main(int argc, char **argv)
 	pid_t pid = (pid_t)strtol(argv[1], NULL, 10);
 	uint64_t addr = strtoull(argv[2], NULL, 0), max = strtoull(argv[3], NULL, 10);
 	D.debug = getenv("STRATA_DEBUG_AGENTD") != NULL;
+	/* The process served: every module's state for it. */
+	agentd_target = target_new(pid);
+	if (!agentd_target)
+		return 1;
 
 	/* Signals: the spawner blocked them all. */
 	struct sigaction ign;

@@ -57,8 +57,9 @@
 #include "agentd.h"
 #include "common/ctlproto.h"
 #include "common/format.h"
+#include "target.h"
 
-static struct {
+struct control_state {
 	pthread_mutex_t cmd_lock;   /* one command at a time */
 	pthread_mutex_t start_lock; /* starting and stopping the thread */
 	int lfd;                    /* listening socket, -1 if none */
@@ -68,8 +69,18 @@ static struct {
 	int running;
 	char dir[256];
 	char path[108];
-} C = { .cmd_lock = PTHREAD_MUTEX_INITIALIZER, .start_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1,
-	.wake = { -1, -1 } };
+};
+
+static void control_init(struct control_state *s)
+{
+	pthread_mutex_init(&s->cmd_lock, NULL);
+	pthread_mutex_init(&s->start_lock, NULL);
+	s->lfd = -1;
+	s->wake[0] = s->wake[1] = -1;
+}
+
+TARGET_STATE(struct control_state, control, control_init)
+#define C (*control_of(agentd_target))
 
 /* ---- sampling on and off, the rate ------------------------------------------ */
 

@@ -40,6 +40,7 @@
 #include "shm/unwind.h"
 #include "common/elfsect.h"
 #include "common/format.h"
+#include "target.h"
 
 #define MAX_DESCRIPTORS 8
 #define MAX_PENDING 64            /* candidate descriptors (jit-find.h) */
@@ -64,7 +65,7 @@ struct jimg {
 	int announced;                 /* REC_JIT_IMAGE written in the current stream */
 };
 
-static struct {
+struct jit_state {
 	pthread_mutex_t lock;
 	uint64_t desc[MAX_DESCRIPTORS];
 	struct gdb_jit_descriptor last[MAX_DESCRIPTORS];
@@ -91,7 +92,16 @@ static struct {
 	uint32_t npending;
 	uint64_t examined[MAX_EXAMINED][2];
 	uint32_t nexamined;
-} J = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1 };
+};
+
+static void jit_init(struct jit_state *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	s->next_id = 1;
+}
+
+TARGET_STATE(struct jit_state, jit, jit_init)
+#define J (*jit_of(agentd_target))
 
 /* The handler's view, in the shared region. */
 #define H (agent.jit)

@@ -38,16 +38,26 @@
 #include "remote.h"
 #include "common/jitdump-enc.h"
 #include "common/fdio.h"
+#include "target.h"
 
 
-static struct {
+struct jitdump_state {
 	pthread_mutex_t lock;
 	pid_t pid;           /* the process the files belong to */
 	int dump_fd, map_fd;
 	uint64_t code_index;
 	int failed;
 	char dump_path[PATH_MAX];
-} J = { .lock = PTHREAD_MUTEX_INITIALIZER, .dump_fd = -1, .map_fd = -1 };
+};
+
+static void jitdump_init(struct jitdump_state *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	s->dump_fd = s->map_fd = -1;
+}
+
+TARGET_STATE(struct jitdump_state, jitdump, jitdump_init)
+#define J (*jitdump_of(agentd_target))
 
 /* Opens the target's files on first use: the jitdump it created, and the
  * perf map. */

@@ -25,6 +25,7 @@
 #include "common/format.h"
 #include "common/perfmap.h"
 #include "common/pytramp.h"
+#include "target.h"
 
 /* Bounds: a runaway map must not grow the agent without limit, and one
  * writer pass must not spend long reading. */
@@ -45,7 +46,7 @@ struct src {
 	int header_done;     /* jitdump: header checked */
 };
 
-static struct {
+struct perfread_state {
 	pid_t pid;
 	struct src map, dump;
 	struct perfmap_entry *all;
@@ -58,11 +59,19 @@ static struct {
 	pthread_mutex_t own_lock;
 	uint64_t *own;
 	uint32_t nown, capown;
-} R = {
-	.map = { .fmt = "/tmp/perf-%d.map", .fd = -1 },
-	.dump = { .fmt = "/tmp/jit-%d.dump", .fd = -1 },
-	.own_lock = PTHREAD_MUTEX_INITIALIZER,
 };
+
+static void perfread_init(struct perfread_state *s)
+{
+	s->map.fmt = "/tmp/perf-%d.map";
+	s->map.fd = -1;
+	s->dump.fmt = "/tmp/jit-%d.dump";
+	s->dump.fd = -1;
+	pthread_mutex_init(&s->own_lock, NULL);
+}
+
+TARGET_STATE(struct perfread_state, perfread, perfread_init)
+#define R (*perfread_of(agentd_target))
 
 void perfread_note_own(uint64_t start)
 {

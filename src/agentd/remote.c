@@ -17,18 +17,28 @@
 
 #include "shm/agent.h"
 #include "common/elfsect.h"
+#include "target.h"
 
-static struct {
+struct remote_state {
 	pid_t pid;
 	int mem;
-	_Atomic uint32_t gen;   /* a cached page of another target is stale */
-} R = { .mem = -1 };
+	_Atomic uint32_t gen;   /* a cached page of another image is stale */
+};
+
+static void remote_state_init(struct remote_state *r) { r->mem = -1; }
+
+TARGET_STATE(struct remote_state, remote, remote_state_init)
+#define R (*remote_of(agentd_target))
+
+/* Every image read gets a number of its own, whatever its target: a
+ * thread's cached page names the image it came from. */
+static _Atomic uint32_t images;
 
 int remote_init(pid_t pid, int mem_fd)
 {
 	R.pid = pid;
 	R.mem = mem_fd;
-	atomic_fetch_add(&R.gen, 1);
+	atomic_store(&R.gen, atomic_fetch_add(&images, 1) + 1);
 	return 0;
 }
 

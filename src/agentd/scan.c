@@ -29,6 +29,7 @@
 #include "common/procstat.h"
 #include "shm/agent.h"
 #include "agentd.h"
+#include "target.h"
 
 /* starttime (field 22 of /proc/PID/task/TID/stat), or 0. */
 static unsigned long long task_starttime(pid_t tid)
@@ -44,22 +45,27 @@ static unsigned long long task_starttime(pid_t tid)
  * longer lists them. Guarded by reg_lock. `start` 0: retired before any
  * scan saw it; the first scan that lists the tid fills it in. */
 #define ENDED_MAX 256
-static struct {
-	pid_t tid;
-	unsigned long long start;
-	uint32_t gen;
-} ended[ENDED_MAX];
-static unsigned ended_next;
-static _Atomic uint32_t scan_now; /* the current (or last) scan's number */
+struct scan_state {
+	struct {
+		pid_t tid;
+		unsigned long long start;
+		uint32_t gen;
+	} ended[ENDED_MAX];
+	unsigned ended_next;
+	_Atomic uint32_t now; /* the current (or last) scan's number */
+};
+
+TARGET_STATE(struct scan_state, scan, NULL)
+#define SC (*scan_of(agentd_target))
 
 void scan_note_ended(const struct tslot *s)
 {
 	if (s->external)
 		return;
-	unsigned i = ended_next++ % ENDED_MAX;
-	ended[i].tid = s->tid;
-	ended[i].start = s->proc_start;
-	ended[i].gen = atomic_load(&scan_now);
+	unsigned i = SC.ended_next++ % ENDED_MAX;
+	SC.ended[i].tid = s->tid;
+	SC.ended[i].start = s->proc_start;
+	SC.ended[i].gen = atomic_load(&SC.now);
 }
 
 /* Whether tid, started at st, is a self-registered thread that has ended
@@ -67,9 +73,9 @@ void scan_note_ended(const struct tslot *s)
 static int ended_self(pid_t tid, unsigned long long st, uint32_t gen)
 {
 	for (unsigned i = 0; i < ENDED_MAX; i++)
-		if (ended[i].tid == tid && (!ended[i].start || ended[i].start == st)) {
-			ended[i].start = st;
-			ended[i].gen = gen;
+		if (SC.ended[i].tid == tid && (!SC.ended[i].start || SC.ended[i].start == st)) {
+			SC.ended[i].start = st;
+			SC.ended[i].gen = gen;
 			return 1;
 		}
 	for (struct tslot *s = agent.slots; s; s = s->next)
@@ -146,7 +152,7 @@ static void retire_external(struct tslot *s)
 
 void threads_scan(void)
 {
-	uint32_t gen = atomic_fetch_add(&scan_now, 1) + 1;
+	uint32_t gen = atomic_fetch_add(&SC.now, 1) + 1;
 	/* After an exec the threads listed are the new program's. */
 	if (agentd_target_gone())
 		return;
@@ -189,8 +195,8 @@ void threads_scan(void)
 	 * scan and no longer listed are forgotten (their tid may come back). */
 	reg_lock();
 	for (unsigned i = 0; i < ENDED_MAX; i++)
-		if (ended[i].tid && ended[i].gen != gen)
-			ended[i].tid = 0;
+		if (SC.ended[i].tid && SC.ended[i].gen != gen)
+			SC.ended[i].tid = 0;
 	drop_taken();
 	for (struct tslot *s = agent.slots; s; s = s->next)
 		if (s->external && s->scan_gen != gen && !atomic_load(&s->exited))

@@ -42,10 +42,11 @@
 #include "common/format.h"
 #include "common/spool.h"
 #include "writer.h"
+#include "target.h"
 
 extern char **environ;
 
-static struct {
+struct send_state {
 	int on;
 	int by_attach;          /* started by an attach: ends with its detach */
 	char dir[512];
@@ -61,7 +62,15 @@ static struct {
 	uint64_t windows, dropped, failed;
 	pid_t sender;
 	int warned;
-} S = { .wfd = -1, .fd = -1 };
+};
+
+static void send_state_init(struct send_state *s)
+{
+	s->wfd = s->fd = -1;
+}
+
+TARGET_STATE(struct send_state, send, send_state_init)
+#define S (*send_of(agentd_target))
 
 static uint64_t realtime_ns(void)
 {

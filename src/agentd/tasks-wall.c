@@ -26,6 +26,7 @@
 #include "shm/agent.h"
 #include "agentd.h"
 #include "tasks.h"
+#include "target.h"
 
 #define WALL_PER_TICK 64
 #define NAME_CACHE (1u << 16)
@@ -40,7 +41,7 @@ struct tname_c {
 	char name[47];
 };
 
-static struct {
+struct tasks_wall_state {
 	struct strata_taskcursor cur;
 	uint64_t batch[WALL_PER_TICK];
 	struct strata_pyframe *fr;
@@ -59,7 +60,15 @@ static struct {
 	} loops[LOOPS];
 	unsigned nloops;
 	pid_t last_tid;
-} WT = { .lock = PTHREAD_MUTEX_INITIALIZER };
+};
+
+static void tasks_wall_init(struct tasks_wall_state *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+}
+
+TARGET_STATE(struct tasks_wall_state, tasks_wall, tasks_wall_init)
+#define WT (*tasks_wall_of(agentd_target))
 
 static struct loopmap *loop_slot(uint64_t loop)
 {

@@ -37,6 +37,7 @@
 #include "common/elfsect.h"
 #include "common/format.h"
 #include "tasks.h"
+#include "target.h"
 
 pthread_mutex_t agentd_reader_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -61,7 +62,7 @@ struct chain {
 	struct rec_task_frame *b;
 };
 
-static struct {
+struct tasks_state {
 	_Atomic int state;    /* 0 looking, 1 found, -1 given up */
 	uint64_t last_try;
 	uint64_t debug;       /* 3.14+: the _asyncio debug offsets (UINT64_MAX: none) */
@@ -86,7 +87,10 @@ static struct {
 		struct strata_pyframe *anc;
 		struct rec_task_frame *b;
 	} *kept;
-} T;
+};
+
+TARGET_STATE(struct tasks_state, tasks, NULL)
+#define T (*tasks_of(agentd_target))
 
 #define KEPT 4096
 

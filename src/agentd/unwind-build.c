@@ -46,8 +46,9 @@
 #include "common/cfi.h"
 #include "common/elfsect.h"
 #include "common/format.h"
+#include "target.h"
 
-static struct {
+struct unwind_state {
 	struct usnap *retired;
 	/* A previous helper's snapshot (after a failed exec): its object
 	 * list lives in that helper's memory, gone; it is replaced, never
@@ -61,7 +62,10 @@ static struct {
 	uint64_t scan_ns;           /* time spent scanning and building tables */
 	unsigned compiled;          /* tables built */
 	int debug;                  /* STRATA_DEBUG_NATIVE: log what tables cost */
-} U;
+};
+
+TARGET_STATE(struct unwind_state, unwind, NULL)
+#define U (*unwind_of(agentd_target))
 
 /* A table built in the helper's heap, moved into the shared region where
  * the handler reads it. */

@@ -21,11 +21,15 @@
 #include "tasks.h"
 #include "waitwhy.h"
 #include "common/format.h"
+#include "target.h"
 
-static struct {
+struct waitwhy_state {
 	uint64_t gil_lo, gil_hi; /* the GIL state, once the reader found it */
 	int denied;              /* the syscall file cannot be read: stop trying */
-} G;
+};
+
+TARGET_STATE(struct waitwhy_state, waitwhy, NULL)
+#define G (*waitwhy_of(agentd_target))
 
 /* The interpreter's GIL state, looked for at each futex wait until found.
  * Before it exists (3.12+ create it with the main interpreter) no thread

@@ -31,16 +31,26 @@
 #include "tasks.h"
 #include "waitwhy.h"
 #include "common/format.h"
+#include "target.h"
 
 #define WALL_TAG ((void *)&agent.sampler_slot)
 
-static struct {
+struct wall_state {
 	pthread_t thread;
 	int running;
 	_Atomic int stop;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+};
+
+static void wall_init(struct wall_state *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+}
+
+TARGET_STATE(struct wall_state, wall, wall_init)
+#define S (*wall_of(agentd_target))
 
 /* Per-slot cache of a blocked thread's frames (helper memory). */
 struct wall_cache {

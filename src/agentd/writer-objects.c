@@ -21,17 +21,26 @@
 #include "agentd.h"
 #include "shm/objects.h"
 #include "common/format.h"
+#include "target.h"
 
 /* Type pointer and tag -> REC_OBJ_TYPE index, for this stream. */
 #define TYPEMAP_SIZE 8192
-static struct {
+struct wobj_state {
 	uint64_t key[TYPEMAP_SIZE];
 	uint64_t tag[TYPEMAP_SIZE];
 	uint32_t index[TYPEMAP_SIZE];
 	uint32_t next;
 	uint64_t last_scan;
 	uint64_t lost_base;    /* the table's lost count as this stream began */
-} T = { .next = 1 };
+};
+
+static void wobj_init(struct wobj_state *s)
+{
+	s->next = 1;
+}
+
+TARGET_STATE(struct wobj_state, wobj, wobj_init)
+#define T (*wobj_of(agentd_target))
 
 void wobj_reset(void)
 {

@@ -49,7 +49,19 @@
 
 #define MAX_PENDING_BYTES (1u << 20)
 
-struct writer W = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .fdw = { -1, -1 } };
+static void writer_state_init(struct writer *w)
+{
+	pthread_mutex_init(&w->lock, NULL);
+	w->fd = -1;
+	w->fdw[0] = w->fdw[1] = -1;
+}
+
+int writer_slot;
+
+__attribute__((constructor)) static void writer_register(void)
+{
+	writer_slot = target_register(sizeof(struct writer), (void (*)(void *))writer_state_init);
+}
 
 /* There is an output (else standby: records are dropped). In the shared
  * state: the target's deallocation hook asks too. */

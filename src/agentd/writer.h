@@ -14,6 +14,7 @@
 
 #include "shm/agent.h"
 #include "common/format.h"
+#include "target.h"
 
 /* ---- intern tables ---------------------------------------------------- */
 
@@ -87,7 +88,9 @@ struct writer {
 	uint64_t last_scan;       /* by-tid mode: last threads_scan() */
 	uint64_t last_evcheck;    /* -e: last look at the threads' unmapped groups */
 };
-extern struct writer W;
+/* The current target's writer (target.h); its slot is writer.c's. */
+extern int writer_slot;
+#define W (*(struct writer *)agentd_target->mod[writer_slot])
 
 /* writer.c */
 /* There is an output (else standby: records are dropped). */

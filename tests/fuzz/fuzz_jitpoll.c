@@ -24,6 +24,7 @@
 
 #include "../../src/agentd/jit-find.c"
 #include "../../src/agentd/jit-poll.c"
+#include "../../src/agentd/target.c"
 
 #define BASE 0x10000ull
 
@@ -108,6 +109,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	fuzz_setup();
+	/* The helper's state for its one target (target.h). */
+	agentd_target = target_new(getpid());
+	if (!agentd_target)
+		abort();
 	return 0;
 }
 

@@ -31,6 +31,7 @@
 #include "fuzz.h"
 
 #include "../../src/agentd/perfread.c"
+#include "../../src/agentd/target.c"
 
 #define BASE 0x7f0000000000ull
 
@@ -71,6 +72,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	fuzz_setup();
+	/* The helper's state for its one target (target.h). */
+	agentd_target = target_new(getpid());
+	if (!agentd_target)
+		abort();
 	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", (int)getpid());
 	snprintf(dump_path, sizeof(dump_path), "/tmp/jit-%d.dump", (int)getpid());
 	atexit(cleanup);

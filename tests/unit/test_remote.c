@@ -20,6 +20,7 @@
 
 #include "test.h"
 #include "../../src/agentd/remote.h"
+#include "../../src/agentd/target.h"
 #include "../../src/shm/agent.h"
 
 #include <stdarg.h>
@@ -163,6 +164,42 @@ static void test_new_target_drops_the_copies(void)
 	remote_cache_from(0);
 }
 
+/* Two targets read in turn by one thread (a fork child and this process:
+ * the same addresses, different bytes): each read is of its own target's
+ * memory, never a copy cached from the other's. */
+static void test_targets_keep_their_own_copies(void)
+{
+	struct target *was = agentd_target, *a = target_new(child), *b = target_new(getpid());
+	CHECK(a != NULL && b != NULL);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)child);
+	int fda = open(path, O_RDWR | O_CLOEXEC), fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	CHECK(fda >= 0 && fd >= 0);
+	agentd_target = a;
+	remote_init(child, fda);
+	agentd_target = b;
+	remote_init(getpid(), fd);
+	child_write(300, 'C');
+	area[300] = 'P';
+	uint64_t at = (uint64_t)(uintptr_t)(area + 300);
+	char c = 0;
+	remote_cache_from(mono_ns());
+	for (int round = 0; round < 2; round++) {
+		agentd_target = a;
+		CHECK(remote_read(&c, at, 1) == 0);
+		CHECK_EQ(c, 'C');
+		agentd_target = b;
+		CHECK(remote_read(&c, at, 1) == 0);
+		CHECK_EQ(c, 'P');
+	}
+	remote_cache_from(0);
+	agentd_target = was;
+	close(fda);
+	close(fd);
+	target_free(a);
+	target_free(b);
+}
+
 /* A link map in the area's second page: r_debug at LM, then entries of
  * glibc's public head (l_addr, l_name, l_ld, l_next, l_prev) every 64
  * bytes. */
@@ -221,11 +258,14 @@ static void test_objects_gen(void)
 
 int main(void)
 {
+	agentd_target = target_new(getpid());
+	CHECK(agentd_target != NULL);
 	start_child();
 	RUN(test_direct);
 	RUN(test_cache_serves_older_samples_only);
 	RUN(test_cache_across_pages_and_at_the_end);
 	RUN(test_new_target_drops_the_copies);
+	RUN(test_targets_keep_their_own_copies);
 	RUN(test_objects_gen);
 	close(to_child[1]);
 	int st;

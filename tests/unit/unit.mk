@@ -38,8 +38,8 @@ test_offcheck_EXTRA = src/py/offcheck.c
 # remote_read is the test's own (its memory is the target's).
 test_jitfind_EXTRA = src/agentd/jit-find.c
 # remote.c itself, against a fork child's memory.
-test_remote_EXTRA = src/agentd/remote.c src/shm/util.c
-$(UNIT_DIR)/test_remote $(ASAN_DIR)/test_remote: src/agentd/remote.c src/shm/util.c
+test_remote_EXTRA = src/agentd/remote.c src/agentd/target.c src/shm/util.c
+$(UNIT_DIR)/test_remote $(ASAN_DIR)/test_remote: src/agentd/remote.c src/agentd/target.c src/shm/util.c
 # The GOT redirection, on two builds of one fixture library (the argument:
 # where they are). The fixtures take no sanitizer: they are the kind of
 # library the agent meets.
