@@ -80,7 +80,9 @@ AGENTD_LIBS = -lzstd $(AGENT_LIBS)
 
 CLI_OBJ   = $(patsubst src/%.c,$(OBJ)/cli/%.o,$(COMMON_SRC) $(LIB_SRC) $(EXPORT_SRC) $(CLI_SRC))
 AGENT_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENT_SRC) $(COMMON_SRC))
-AGENTD_OBJ = $(patsubst src/%.c,$(OBJ)/agent/%.o,$(AGENTD_SRC) $(COMMON_SRC))
+# The helper's objects are its own: built with STRATA_AGENTD, where the
+# region's state is per thread (each thread works for one target).
+AGENTD_OBJ = $(patsubst src/%.c,$(OBJ)/agentd/%.o,$(AGENTD_SRC) $(COMMON_SRC))
 
 # One agent module per interpreter: the fragment lists versions and headers.
 # It is remade when the script or the PYTHONS choice changes (the stamp holds
@@ -125,6 +127,11 @@ $(OBJ)/cli/%.o: src/%.c
 $(OBJ)/agent/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+		-ffunction-sections -fdata-sections -c $< -o $@
+
+$(OBJ)/agentd/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) -MMD -MP -DSTRATA_VERSION='"$(STRATA_VERSION)"' -DSTRATA_AGENTD -fPIC -fvisibility=hidden \
 		-ffunction-sections -fdata-sections -c $< -o $@
 
 $(BIN)/strata: $(CLI_OBJ)

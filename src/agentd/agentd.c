@@ -61,7 +61,7 @@
 #endif
 
 static struct agent_state none;
-struct agent_state *agentp = &none;
+__thread struct agent_state *agentp = &none;
 const struct strata_pyreader *agentd_reader;
 
 static struct {
@@ -473,7 +473,8 @@ int main(int argc, char **argv)
 	struct agent_state *s = shm_root();
 	if (!s || s->pid != pid)
 		return 1;
-	agentp = s;
+	agentd_target->state = s;
+	target_enter(agentd_target);
 	atexit(leaving);
 	if (pipe2(D.term, O_CLOEXEC | O_NONBLOCK)) {
 		int e = errno;

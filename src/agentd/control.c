@@ -432,7 +432,7 @@ static void serve(int c)
 
 static void *control_main(void *arg)
 {
-	(void)arg;
+	target_enter(arg);
 	sweep_stale();
 	for (;;) {
 		struct pollfd pf[2] = { { C.lfd, POLLIN, 0 }, { C.wake[0], POLLIN, 0 } };
@@ -484,7 +484,7 @@ void control_wake(void)
 {
 	pthread_mutex_lock(&C.start_lock);
 	if (C.armed && !C.running) {
-		if (pipe2(C.wake, O_CLOEXEC) == 0 && pthread_create(&C.thread, NULL, control_main, NULL) == 0) {
+		if (pipe2(C.wake, O_CLOEXEC) == 0 && pthread_create(&C.thread, NULL, control_main, agentd_target) == 0) {
 			C.running = 1;
 		} else {
 			agent_log("process %d: cannot start the control thread: %s; strata ctl will not reach it",

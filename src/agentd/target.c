@@ -8,13 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm/agent.h"
+
 static struct {
 	size_t size;
 	void (*init)(void *);
 } mods[TARGET_MODS_MAX];
 static int nmods;
 
-struct target *agentd_target;
+__thread struct target *agentd_target;
+
+void target_enter(struct target *t)
+{
+	agentd_target = t;
+	if (t && t->state)
+		agentp = t->state;
+}
 
 int target_register(size_t size, void (*init)(void *))
 {

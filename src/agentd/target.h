@@ -22,13 +22,21 @@
 
 #define TARGET_MODS_MAX 24
 
+struct agent_state;
+
 struct target {
 	pid_t pid;
+	struct agent_state *state;  /* its state in the shared region, once mapped */
 	void *mod[TARGET_MODS_MAX];
 };
 
-/* The process the helper works for now. */
-extern struct target *agentd_target;
+/* The process the calling thread works for (each thread of the helper
+ * enters its target when it starts). */
+extern __thread struct target *agentd_target;
+
+/* The calling thread works for t from now on: agentd_target, and agentp
+ * (shm/agent.h's `agent`) once t's state is mapped. */
+void target_enter(struct target *t);
 
 /* A target for process pid, every module's state in it made and set to
  * its start; NULL when out of memory. */

@@ -255,7 +255,7 @@ static void ts_add_ns(struct timespec *t, uint64_t ns)
 
 static void *wall_main(void *arg)
 {
-	(void)arg;
+	target_enter(arg);
 	struct timespec next;
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	pid_t me = getpid();
@@ -335,7 +335,7 @@ static void *wall_main(void *arg)
 int wall_start(void)
 {
 	atomic_store(&S.stop, 0);
-	if (pthread_create(&S.thread, NULL, wall_main, NULL))
+	if (pthread_create(&S.thread, NULL, wall_main, agentd_target))
 		return -1;
 	S.running = 1;
 	return 0;

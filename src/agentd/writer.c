@@ -426,7 +426,7 @@ void finish_stream(int reason)
 
 static void *writer_main(void *arg)
 {
-	(void)arg;
+	target_enter(arg);
 	int idle = 0;
 	/* While passes find samples, one every 10 ms; after each pass that
 	 * found none (a program blocked, or waiting for a CPU: the workers of
@@ -507,7 +507,7 @@ static int start_thread(void)
 	if (W.fdw[0] < 0 && pipe2(W.fdw, O_CLOEXEC | O_NONBLOCK))
 		return -1;
 	atomic_store(&W.stop, 0);
-	if (pthread_create(&W.thread, NULL, writer_main, NULL))
+	if (pthread_create(&W.thread, NULL, writer_main, agentd_target))
 		return -1;
 	W.running = 1;
 	return 0;

@@ -345,7 +345,13 @@ enum layout_state { LAYOUT_OK = 0, LAYOUT_PENDING = 1, LAYOUT_BAD = 2 };
 /* The state, in the shared region once the agent is set up; before that
  * (and in a process the agent does nothing in) a zeroed stand-in, so the
  * interposers can always ask agent.active. */
+#ifdef STRATA_AGENTD
+/* In the helper (built with STRATA_AGENTD): the state of the process the
+ * calling thread works for (agentd/target.h, target_enter). */
+extern __thread struct agent_state *agentp;
+#else
 extern struct agent_state *agentp;
+#endif
 #define agent (*agentp)
 
 extern TLS_IE __thread struct tslot *tls_slot;
