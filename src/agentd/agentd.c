@@ -159,6 +159,14 @@ static void on_term(int sig)
 		link_futex_wake(&agent.link_seq, INT_MAX);
 }
 
+/* How the reader reads the current target (remote.c reads the calling
+ * thread's). */
+static struct strata_remote reader_env(void)
+{
+	struct strata_remote r = { .read = remote_read_cb, .ctx = NULL, .syms = agent.pysyms };
+	return r;
+}
+
 /* The reader of this interpreter's memory: the exact version's, else
  * another build of the same X.Y (as the target's own module). */
 static const struct strata_pyreader *load_reader(void)
@@ -201,7 +209,7 @@ static const struct strata_pyreader *load_reader(void)
 		return NULL;
 	}
 	strata_pyreader_init_fn init = (strata_pyreader_init_fn)dlsym(h, STRATA_PYREADER_INIT_SYM);
-	struct strata_remote r = { .read = remote_read_cb, .ctx = NULL, .syms = agent.pysyms };
+	struct strata_remote r = reader_env();
 	const struct strata_pyreader *rd = init ? init(&r) : NULL;
 	if (!rd || rd->api_version != STRATA_PYAPI_VERSION) {
 		start_failed("the reader %s does not match this agent", path);
@@ -493,6 +501,17 @@ int main(int argc, char **argv)
 		atomic_store(&agent.sampling, 0);
 		return 1;
 	}
+	/* What the reader keeps of this process is the target's: every
+	 * thread that enters it reads with it. */
+	struct strata_remote renv = reader_env();
+	agentd_target->reader = agentd_reader->target_new(&renv);
+	if (!agentd_target->reader) {
+		start_failed("the agent's helper is out of memory");
+		atomic_store(&agent.sampling, 0);
+		return 1;
+	}
+	agentd_target->reader_use = agentd_reader->target_use;
+	target_enter(agentd_target);
 	if (agent.cfg.native && unwind_init()) {
 		agent_log("cannot read the loaded objects of process %d; native stacks are off", (int)pid);
 		agent.cfg.native = 0;

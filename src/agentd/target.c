@@ -23,6 +23,8 @@ void target_enter(struct target *t)
 	agentd_target = t;
 	if (t && t->state)
 		agentp = t->state;
+	if (t && t->reader_use)
+		t->reader_use(t->reader);
 }
 
 int target_register(size_t size, void (*init)(void *))

@@ -27,6 +27,8 @@ struct agent_state;
 struct target {
 	pid_t pid;
 	struct agent_state *state;  /* its state in the shared region, once mapped */
+	void *reader;               /* the interpreter reader's target (pyapi.h), once loaded */
+	void (*reader_use)(void *reader);
 	void *mod[TARGET_MODS_MAX];
 };
 
@@ -34,8 +36,9 @@ struct target {
  * enters its target when it starts). */
 extern __thread struct target *agentd_target;
 
-/* The calling thread works for t from now on: agentd_target, and agentp
- * (shm/agent.h's `agent`) once t's state is mapped. */
+/* The calling thread works for t from now on: agentd_target, agentp
+ * (shm/agent.h's `agent`) once t's state is mapped, and the reader's
+ * target once the reader is loaded. */
 void target_enter(struct target *t);
 
 /* A target for process pid, every module's state in it made and set to

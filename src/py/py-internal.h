@@ -45,13 +45,34 @@
 /* ===== where the interpreter is ========================================= */
 
 #ifdef STRATA_REMOTE
-/* The target, as strata_pyreader_init was given it (pyapi.c). */
-extern struct strata_remote env;
-#define RUNTIME ((_PyRuntimeState *)(uintptr_t)env.syms.runtime)
-#define T_CODE ((PyTypeObject *)(uintptr_t)env.syms.code_type)
-#define T_FRAME ((PyTypeObject *)(uintptr_t)env.syms.frame_type)
-#define T_UNICODE ((PyTypeObject *)(uintptr_t)env.syms.unicode_type)
-#define T_BYTES ((PyTypeObject *)(uintptr_t)env.syms.bytes_type)
+/* What the reader keeps of one target process (strata_pyreader.target_new,
+ * pyapi.c): how to read it, and what was found in its memory, which
+ * another process (a fork child, whose heap goes its own way) must not
+ * be answered from. The calling thread's is RT: the one init was given
+ * until the thread uses another. */
+#define KINDS_CACHE 64
+struct rtarget {
+	struct strata_remote env;
+	struct {                       /* pyasync.c: object kinds by type */
+		uint64_t type[KINDS_CACHE];
+		int kind[KINDS_CACHE];
+		unsigned next;
+	} kinds;
+	struct {                       /* pyasync-read.c: sys.modules searched, no asyncio */
+		uint64_t mods, keys;
+		int64_t searched;
+	} absent;
+	uint64_t partial_good, partial_bad; /* pyasync-await.c: functools.partial's type */
+};
+extern struct rtarget rtarget_first;
+extern __thread struct rtarget *rtarget_cur;
+#define RT (rtarget_cur ? rtarget_cur : &rtarget_first)
+#define RENV (RT->env)
+#define RUNTIME ((_PyRuntimeState *)(uintptr_t)RENV.syms.runtime)
+#define T_CODE ((PyTypeObject *)(uintptr_t)RENV.syms.code_type)
+#define T_FRAME ((PyTypeObject *)(uintptr_t)RENV.syms.frame_type)
+#define T_UNICODE ((PyTypeObject *)(uintptr_t)RENV.syms.unicode_type)
+#define T_BYTES ((PyTypeObject *)(uintptr_t)RENV.syms.bytes_type)
 #else
 /* The core's services, as strata_pyapi_init was given them (pyapi.c). */
 extern const struct strata_core *core;
@@ -73,7 +94,7 @@ extern const struct strata_core *core;
  */
 #ifdef STRATA_REMOTE
 #include <setjmp.h>
-extern jmp_buf remote_fail;
+extern __thread jmp_buf remote_fail;
 void remote_begin(void);
 void remote_load(void *dst, const void *src, size_t n);
 #define LD(lv) ({ __typeof__(lv) ld_v_; remote_load(&ld_v_, &(lv), sizeof(ld_v_)); ld_v_; })

@@ -6,9 +6,11 @@
  *
  * Each entry lives with what it reads (frames and thread states in
  * pyframes.c, code objects in pycode.c, the layout checks in pylayout.c);
- * here are what the init functions are given (core, env) and the entries
- * that read no frame: where the interpreter's runtime and types are, the
- * reader's adapters to pyobjects.c, and where a PEP 768 request goes.
+ * here are what the init functions are given (the core; a target's
+ * environment, and the reader's targets: py-internal.h's struct rtarget)
+ * and the entries that read no frame: where the interpreter's runtime and
+ * types are, the reader's adapters to pyobjects.c, and where a PEP 768
+ * request goes.
  */
 #include "py-internal.h"
 
@@ -58,12 +60,30 @@ __attribute__((visibility("default"))) const struct strata_pyapi *strata_pyapi_i
 
 /* ===== entry points (reading another process) =========================== */
 
-struct strata_remote env;
+struct rtarget rtarget_first;
+__thread struct rtarget *rtarget_cur;
+
+static void *rp_target_new(const struct strata_remote *r)
+{
+	struct rtarget *t = calloc(1, sizeof(*t));
+	if (t)
+		t->env = *r;
+	return t;
+}
+
+static void rp_target_use(void *t) { rtarget_cur = t; }
+
+static void rp_target_free(void *t)
+{
+	if (t == rtarget_cur)
+		rtarget_cur = NULL;
+	free(t);
+}
 
 static int rp_read(void *ctx, void *dst, uint64_t src, size_t n)
 {
 	(void)ctx;
-	return env.read(env.ctx, dst, src, n);
+	return RENV.read(RENV.ctx, dst, src, n);
 }
 
 static uint64_t rp_obj_type(uint64_t block, uint64_t size, uint64_t *tag)
@@ -89,8 +109,8 @@ static int rp_remote_exec(uint64_t tstate, struct strata_rexec *out, char *why, 
 	return -1;
 #else
 	_Py_DebugOffsets t;
-	uint64_t at = env.syms.runtime + offsetof(_PyRuntimeState, debug_offsets);
-	if (env.read(env.ctx, &t, at, sizeof(t)) || memcmp(t.cookie, _Py_Debug_Cookie, sizeof(t.cookie)) != 0) {
+	uint64_t at = RENV.syms.runtime + offsetof(_PyRuntimeState, debug_offsets);
+	if (RENV.read(RENV.ctx, &t, at, sizeof(t)) || memcmp(t.cookie, _Py_Debug_Cookie, sizeof(t.cookie)) != 0) {
 		snprintf(why, n, "cannot read the interpreter's debug offsets");
 		return -1;
 	}
@@ -106,8 +126,8 @@ static int rp_remote_exec(uint64_t tstate, struct strata_rexec *out, char *why, 
 	}
 	uint64_t interp = 0;
 	int32_t enabled = 0;
-	if (env.read(env.ctx, &interp, env.syms.runtime + t.runtime_state.interpreters_head, sizeof(interp)) ||
-	    !interp || env.read(env.ctx, &enabled, interp + d->remote_debugging_enabled, sizeof(enabled))) {
+	if (RENV.read(RENV.ctx, &interp, RENV.syms.runtime + t.runtime_state.interpreters_head, sizeof(interp)) ||
+	    !interp || RENV.read(RENV.ctx, &enabled, interp + d->remote_debugging_enabled, sizeof(enabled))) {
 		snprintf(why, n, "cannot read the main interpreter");
 		return -1;
 	}
@@ -146,11 +166,14 @@ static const struct strata_pyreader reader = {
 	.tasks_next = rp_tasks_next,
 	.loop_thread = rp_loop_thread,
 	.gil_range = rp_gil_range,
+	.target_new = rp_target_new,
+	.target_use = rp_target_use,
+	.target_free = rp_target_free,
 };
 
 __attribute__((visibility("default"))) const struct strata_pyreader *strata_pyreader_init(const struct strata_remote *r)
 {
-	env = *r;
+	rtarget_first.env = *r;
 	return &reader;
 }
 #endif

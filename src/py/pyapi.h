@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STRATA_PYAPI_VERSION 10
+#define STRATA_PYAPI_VERSION 11
 
 struct strata_pysyms;
 
@@ -302,9 +302,21 @@ struct strata_pyreader {
 	/* The range of the interpreter's GIL state (where the threads that
 	 * wait for it sleep), 0 or -1. */
 	int (*gil_range)(uint64_t *lo, uint64_t *hi);
+	/* The processes a reader serves: what it keeps of one (its
+	 * environment, and what it found in that process's memory: types,
+	 * the search of sys.modules for asyncio) is a target. The one
+	 * strata_pyreader_init was given is every thread's until the thread
+	 * uses another: target_new makes one for another process of the
+	 * same interpreter build (NULL: out of memory), target_use makes it
+	 * the calling thread's (NULL: back to init's), target_free frees it
+	 * (no thread may be using it). */
+	void *(*target_new)(const struct strata_remote *r);
+	void (*target_use)(void *target);
+	void (*target_free)(void *target);
 };
 
-/* Calls are serialized by the caller (one target per loaded reader). */
+/* Calls for one target are serialized by the caller; threads that use
+ * targets of their own may call at once. */
 typedef const struct strata_pyreader *(*strata_pyreader_init_fn)(const struct strata_remote *r);
 #define STRATA_PYREADER_INIT_SYM "strata_pyreader_init"
 

@@ -57,19 +57,18 @@ static int awaited_by(const struct strata_asyncref *a, PyObject *f, uint64_t *ou
 /* Whether o is a functools.partial laid out as st_partial. */
 static int partial_ok(PyObject *o)
 {
-	static uint64_t good, bad;
 	PyTypeObject *tp = TYPE_OF(o);
 	uint64_t t = (uint64_t)(uintptr_t)tp;
 	if (!tp)
 		return 0; /* not an object (and good is 0 until one is found) */
-	if (t == good)
+	if (t == RT->partial_good)
 		return 1;
-	if (t == bad)
+	if (t == RT->partial_bad)
 		return 0;
 	int ok = LD(tp->tp_basicsize) == (Py_ssize_t)sizeof(st_partial) &&
 		 LD(tp->tp_dictoffset) == (Py_ssize_t)offsetof(st_partial, dict) &&
 		 LD(tp->tp_weaklistoffset) == (Py_ssize_t)offsetof(st_partial, weakreflist);
-	*(ok ? &good : &bad) = t;
+	*(ok ? &RT->partial_good : &RT->partial_bad) = t;
 	return ok;
 }
 

@@ -109,7 +109,7 @@ static PyObject *weakset_data(PyObject *ws)
 static int debug_check(uint64_t at, char *why, size_t n)
 {
 	struct st_asyncio_debug d;
-	if (env.read(env.ctx, &d, at, sizeof(d))) {
+	if (RENV.read(RENV.ctx, &d, at, sizeof(d))) {
 		snprintf(why, n, "the _asyncio debug offsets of Python %s are unreadable: tasks are not shown", PY_VERSION);
 		return -1;
 	}
@@ -169,27 +169,23 @@ static int asyncio_find_(uint64_t debug, struct strata_asyncref *out, char *why,
 	 * when none were added. Reading every module's name every 100 ms was
 	 * most of the helper's time, for the whole run of a program without
 	 * asyncio (1455 modules loaded), and through a program's imports. */
-	static struct {
-		PyObject *mods;
-		PyDictKeysObject *keys;
-		Py_ssize_t searched;
-	} absent;
 	PyDictKeysObject *keys = LD(((PyDictObject *)mods)->ma_keys);
 	Py_ssize_t nent = async_dict_nentries(mods);
 	Py_ssize_t from = 0;
-	if (absent.mods == mods && absent.keys == keys && nent >= absent.searched) {
-		if (nent == absent.searched)
+	uint64_t m = (uint64_t)(uintptr_t)mods, k = (uint64_t)(uintptr_t)keys;
+	if (RT->absent.mods == m && RT->absent.keys == k && nent >= RT->absent.searched) {
+		if (nent == RT->absent.searched)
 			return 1;
-		from = absent.searched;
+		from = (Py_ssize_t)RT->absent.searched;
 	}
 	PyObject *tm = sys_module_from("asyncio.tasks", from);
 	if (!tm) {
-		absent.mods = nent >= 0 ? mods : NULL;
-		absent.keys = keys;
-		absent.searched = nent;
+		RT->absent.mods = nent >= 0 ? m : 0;
+		RT->absent.keys = k;
+		RT->absent.searched = nent;
 		return 1; /* asyncio not imported (yet) */
 	}
-	absent.mods = NULL;
+	RT->absent.mods = 0;
 	PyObject *g = module_dict(tm);
 	PyObject *cur = async_dict_get(g, "_current_tasks");
 	PyObject *task = async_dict_get(g, "Task");

@@ -229,32 +229,26 @@ static const struct {
 	{ "functools.partial", K_PARTIAL }, { "type", K_TYPE }, { "NoneType", K_NONE },
 };
 
-#define KCACHE 64
-static struct {
-	uint64_t type[KCACHE];
-	int kind[KCACHE];
-	unsigned next;
-} kc;
 
 int async_type_kind(PyTypeObject *tp)
 {
 	uint64_t a = (uint64_t)(uintptr_t)tp;
 	if (!a)
 		return K_OTHER;
-	for (unsigned i = 0; i < KCACHE; i++)
-		if (kc.type[i] == a)
-			return kc.kind[i];
+	for (unsigned i = 0; i < KINDS_CACHE; i++)
+		if (RT->kinds.type[i] == a)
+			return RT->kinds.kind[i];
 	char buf[40] = { 0 };
 	const char *nm = LD(tp->tp_name);
 	int kind = K_OTHER;
-	if (nm && env.read(env.ctx, buf, (uint64_t)(uintptr_t)nm, sizeof(buf) - 1) == 0) {
+	if (nm && RENV.read(RENV.ctx, buf, (uint64_t)(uintptr_t)nm, sizeof(buf) - 1) == 0) {
 		for (size_t i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
 			if (strcmp(buf, kind_names[i].name) == 0)
 				kind = kind_names[i].kind;
 	}
-	unsigned w = kc.next++ % KCACHE;
-	kc.type[w] = a;
-	kc.kind[w] = kind;
+	unsigned w = RT->kinds.next++ % KINDS_CACHE;
+	RT->kinds.type[w] = a;
+	RT->kinds.kind[w] = kind;
 	return kind;
 }
 

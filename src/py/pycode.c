@@ -30,7 +30,7 @@ typedef int (*reader_fn)(void *dst, const void *src, size_t n);
 static int rd_safe(void *dst, const void *src, size_t n)
 {
 #ifdef STRATA_REMOTE
-	return env.read(env.ctx, dst, (uint64_t)(uintptr_t)src, n);
+	return RENV.read(RENV.ctx, dst, (uint64_t)(uintptr_t)src, n);
 #else
 	return core->safe_read(dst, (uint64_t)(uintptr_t)src, n);
 #endif

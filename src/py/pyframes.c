@@ -43,12 +43,12 @@
  * frame, a task, a code object's header each fit in one. */
 #define RC_BLOCK 1024u
 #define RC_WAYS 8
-static struct {
+static __thread struct {
 	uint64_t addr[RC_WAYS];
 	uint8_t data[RC_WAYS][RC_BLOCK];
 	unsigned next;
 } rc;
-jmp_buf remote_fail;
+__thread jmp_buf remote_fail;
 
 void remote_begin(void)
 {
@@ -62,7 +62,7 @@ static const uint8_t *rc_block(uint64_t base)
 		if (rc.addr[i] == base)
 			return rc.data[i];
 	unsigned w = rc.next++ % RC_WAYS;
-	if (env.read(env.ctx, rc.data[w], base, RC_BLOCK)) {
+	if (RENV.read(RENV.ctx, rc.data[w], base, RC_BLOCK)) {
 		/* A block straddling the end of a mapping: read exactly. */
 		rc.addr[w] = UINT64_MAX;
 		return NULL;
@@ -83,7 +83,7 @@ void remote_load(void *dst, const void *src, size_t n)
 			return;
 		}
 	}
-	if (env.read(env.ctx, dst, a, n))
+	if (RENV.read(RENV.ctx, dst, a, n))
 		longjmp(remote_fail, 1);
 }
 #endif

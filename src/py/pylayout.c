@@ -185,8 +185,8 @@ int rp_check(const char *exe, char *why, size_t n)
 {
 #if PY_VERSION_HEX >= 0x030D0000
 	_Py_DebugOffsets table;
-	uint64_t at = env.syms.runtime + offsetof(_PyRuntimeState, debug_offsets);
-	if (env.read(env.ctx, &table, at, sizeof(table))) {
+	uint64_t at = RENV.syms.runtime + offsetof(_PyRuntimeState, debug_offsets);
+	if (RENV.read(RENV.ctx, &table, at, sizeof(table))) {
 		snprintf(why, n, "cannot read the interpreter's _PyRuntime at 0x%llx to check its layout; "
 			 "this process is not profiled", (unsigned long long)at);
 		return -1;
