@@ -1,11 +1,13 @@
 /*
  * writer.c — the helper's writer thread.
  *
- * In strata-agentd, not in the profiled process. Every few milliseconds it
- * drains each thread's ring (in the shared region), turns code-object
- * addresses into REC_CODE records (reading the target's objects through
- * its /proc/PID/mem, so a code object freed in the meantime cannot crash
- * us), interns stacks so a repeated stack costs a few bytes, and appends a
+ * In strata-agentd, not in the profiled process. One thread serves every
+ * target of the helper (target.h), each at its own pace: every few
+ * milliseconds while it samples, it drains each of its threads' rings (in
+ * the shared region), turns code-object addresses into REC_CODE records
+ * (reading the target's objects through its /proc/PID/mem, so a code
+ * object freed in the meantime cannot crash us), interns stacks so a
+ * repeated stack costs a few bytes, and appends a
  * compressed chunk to the output every flush interval. Appends use
  * O_APPEND and one write() per chunk, so several processes share one file
  * safely. The stream is ended when the target exits, _exits or execs (it
@@ -27,6 +29,7 @@
  * writer-output.c's, allocation records writer-objects.c's; writer.h is
  * what they share.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +56,21 @@ static void writer_state_init(struct writer *w)
 {
 	pthread_mutex_init(&w->lock, NULL);
 	w->fd = -1;
-	w->fdw[0] = w->fdw[1] = -1;
+	w->nap_ms = 10;
 }
+
+/* The writer thread: one for the helper, making each target's passes in
+ * turn, at each one's pace. */
+#define WRITER_TARGETS_MAX 256
+static struct {
+	pthread_mutex_t lock;     /* the list, the thread's start and stop */
+	struct target *t[WRITER_TARGETS_MAX];
+	unsigned n;
+	int fdw[2];               /* self-pipe: a target was poked, or added */
+	pthread_t thread;
+	int running;
+	_Atomic int stop;
+} WT = { .lock = PTHREAD_MUTEX_INITIALIZER, .fdw = { -1, -1 } };
 
 int writer_slot;
 
@@ -75,13 +91,19 @@ int writer_has_output(void)
 
 void writer_set_busy(void) { atomic_store(&agent.writer_idle, 0); }
 
-void writer_poke(void)
+static void wake_thread(void)
 {
-	if (W.fdw[1] >= 0) {
+	if (WT.fdw[1] >= 0) {
 		char c = 0;
-		ssize_t r = write(W.fdw[1], &c, 1);
+		ssize_t r = write(WT.fdw[1], &c, 1);
 		(void)r;
 	}
+}
+
+void writer_poke(void)
+{
+	atomic_store(&W.poked, 1);
+	wake_thread();
 }
 
 /* ---- records -------------------------------------------------------------- */
@@ -424,59 +446,97 @@ void finish_stream(int reason)
 		write_session_end();
 }
 
+/* One pass over the current target's rings, if it is due (or poked);
+ * sets when the next one is. */
+static void target_pass(uint64_t now)
+{
+	int poked = atomic_exchange(&W.poked, 0);
+	if (!poked && (W.idle || now < W.due))
+		return;
+	if (poked)
+		W.nap_ms = 10;
+	/* A module of another patch release not checked yet
+	 * (pymodule.c): the samples wait in the rings. */
+	if (atomic_load(&agent.layout) == LAYOUT_PENDING) {
+		W.idle = 0;
+		W.due = now + (uint64_t)W.nap_ms * 1000000u;
+		return;
+	}
+	long nap_max = agent.cfg.flush_ms > 10 ? agent.cfg.flush_ms : 10;
+	pthread_mutex_lock(&W.lock);
+	if (W.finished) {
+		pthread_mutex_unlock(&W.lock);
+		return;
+	}
+	uint64_t drained = W.drained;
+	drain_all();
+	/* While passes find samples, one every 10 ms; after each pass that
+	 * found none (a program blocked, or waiting for a CPU: the workers
+	 * of a pool on a busy machine), twice as long, up to the flush
+	 * period; a poke (a ring that fills, a thread that ends) brings
+	 * it back to 10 ms. A ring holds seconds of samples. */
+	W.nap_ms = W.drained != drained ? 10 : W.nap_ms * 2 > nap_max ? nap_max : W.nap_ms * 2;
+	int on = atomic_load(&agent.sampling);
+	now = mono_ns();
+	/* Continuous profiling: the window is over (send.c). */
+	if (send_window_due(now))
+		writer_window_cut();
+	if (W.any_samples &&
+	    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
+	     now - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u || (!on && W.recs.len)))
+		flush_chunk(0);
+	/* With sampling off there is nothing to drain: no pass until
+	 * poked (sampling turned on, a thread ended, the process exits),
+	 * so a stopped agent costs no wakeups. Sampling may have come back
+	 * on since `on` was read: then the poke that said so comes after. */
+	W.idle = !on;
+	W.due = now + (uint64_t)W.nap_ms * 1000000u;
+	atomic_store(&agent.writer_idle, W.idle && !atomic_load(&agent.sampling));
+	pthread_mutex_unlock(&W.lock);
+	/* Threads that predate a dlopen'ed agent, or were started
+	 * without the pthread_create wrapper, are found by a scan. */
+	if (agent.by_tid && on && now - W.last_scan >= 100 * 1000000ull) {
+		W.last_scan = now;
+		threads_scan();
+	}
+}
+
 static void *writer_main(void *arg)
 {
-	target_enter(arg);
-	int idle = 0;
-	/* While passes find samples, one every 10 ms; after each pass that
-	 * found none (a program blocked, or waiting for a CPU: the workers of
-	 * a pool on a busy machine), twice as long, up to the flush period.
-	 * A ring holds seconds of samples, and one that fills pokes. */
-	long nap_ms = 10, nap_max = agent.cfg.flush_ms > 10 ? agent.cfg.flush_ms : 10;
-	while (!atomic_load(&W.stop)) {
-		/* Sleep, or less if poked (a thread exited). With sampling
-		 * off there is nothing to drain: sleep until poked (sampling
-		 * turned on, a thread ended, the process exits), so a
-		 * stopped agent costs no wakeups. */
+	(void)arg;
+	struct target *list[WRITER_TARGETS_MAX];
+	while (!atomic_load(&WT.stop)) {
+		pthread_mutex_lock(&WT.lock);
+		unsigned n = WT.n;
+		memcpy(list, WT.t, n * sizeof(list[0]));
+		pthread_mutex_unlock(&WT.lock);
+		uint64_t now = mono_ns();
+		for (unsigned i = 0; i < n; i++) {
+			target_enter(list[i]);
+			target_pass(now);
+		}
+		/* Sleep until the nearest target's next pass, or a poke;
+		 * for good when every target is idle. */
+		uint64_t next = UINT64_MAX;
+		now = mono_ns();
+		for (unsigned i = 0; i < n; i++) {
+			target_enter(list[i]);
+			if (atomic_load(&W.poked))
+				next = now;
+			else if (!W.idle && !W.finished && W.due < next)
+				next = W.due;
+		}
 		fd_set rf;
 		FD_ZERO(&rf);
-		FD_SET(W.fdw[0], &rf);
-		struct timeval tv = { nap_ms / 1000, (nap_ms % 1000) * 1000 };
-		if (select(W.fdw[0] + 1, &rf, NULL, NULL, idle ? NULL : &tv) > 0) {
-			char buf[64];
-			while (read(W.fdw[0], buf, sizeof(buf)) > 0)
-				;
-			nap_ms = 10;
-		}
-		/* A module of another patch release not checked yet
-		 * (pymodule.c): the samples wait in the rings. */
-		if (atomic_load(&agent.layout) == LAYOUT_PENDING) {
-			idle = 0;
+		FD_SET(WT.fdw[0], &rf);
+		uint64_t wait = next == UINT64_MAX ? 0 : next > now ? next - now : 0;
+		struct timeval tv = { (time_t)(wait / 1000000000u), (suseconds_t)(wait % 1000000000u / 1000) };
+		if (next == now)
 			continue;
-		}
-		pthread_mutex_lock(&W.lock);
-		uint64_t drained = W.drained;
-		drain_all();
-		nap_ms = W.drained != drained ? 10 : nap_ms * 2 > nap_max ? nap_max : nap_ms * 2;
-		int on = atomic_load(&agent.sampling);
-		uint64_t now = mono_ns();
-		/* Continuous profiling: the window is over (send.c). */
-		if (send_window_due(now))
-			writer_window_cut();
-		if (W.any_samples &&
-		    (W.recs.len >= MAX_PENDING_BYTES / 4 ||
-		     now - W.last_flush >= (uint64_t)agent.cfg.flush_ms * 1000000u || (!on && W.recs.len)))
-			flush_chunk(0);
-		idle = !on;
-		/* Sampling may have come back on since `on` was read: then
-		 * the poke that said so wakes us again at once. */
-		atomic_store(&agent.writer_idle, idle && !atomic_load(&agent.sampling));
-		pthread_mutex_unlock(&W.lock);
-		/* Threads that predate a dlopen'ed agent, or were started
-		 * without the pthread_create wrapper, are found by a scan. */
-		if (agent.by_tid && on && now - W.last_scan >= 100 * 1000000ull) {
-			W.last_scan = now;
-			threads_scan();
+		if (select(WT.fdw[0] + 1, &rf, NULL, NULL, next == UINT64_MAX ? NULL : &tv) > 0) {
+			char buf[64];
+			while (read(WT.fdw[0], buf, sizeof(buf)) > 0)
+				;
 		}
 	}
 	return NULL;
@@ -502,15 +562,56 @@ void state_reset(void)
 	wobj_reset();
 }
 
+/* The current target joins the writer thread's list (the thread starts
+ * with the first). */
 static int start_thread(void)
 {
-	if (W.fdw[0] < 0 && pipe2(W.fdw, O_CLOEXEC | O_NONBLOCK))
-		return -1;
-	atomic_store(&W.stop, 0);
-	if (pthread_create(&W.thread, NULL, writer_main, agentd_target))
-		return -1;
-	W.running = 1;
-	return 0;
+	int rc = 0;
+	pthread_mutex_lock(&WT.lock);
+	if (WT.n >= WRITER_TARGETS_MAX) {
+		errno = EMFILE;
+		rc = -1;
+	} else if (!WT.running) {
+		if ((WT.fdw[0] < 0 && pipe2(WT.fdw, O_CLOEXEC | O_NONBLOCK)) ||
+		    (atomic_store(&WT.stop, 0), pthread_create(&WT.thread, NULL, writer_main, NULL)))
+			rc = -1;
+		else
+			WT.running = 1;
+	}
+	if (!rc) {
+		W.due = mono_ns() + (uint64_t)W.nap_ms * 1000000u;
+		WT.t[WT.n++] = agentd_target;
+		W.serving = 1;
+	}
+	pthread_mutex_unlock(&WT.lock);
+	wake_thread();
+	return rc;
+}
+
+/* The current target leaves the list; the thread ends with the last. */
+static void stop_serving(void)
+{
+	pthread_t join;
+	int last = 0;
+	pthread_mutex_lock(&WT.lock);
+	for (unsigned i = 0; i < WT.n; i++)
+		if (WT.t[i] == agentd_target) {
+			WT.t[i] = WT.t[--WT.n];
+			break;
+		}
+	W.serving = 0;
+	if (WT.n == 0 && WT.running) {
+		atomic_store(&WT.stop, 1);
+		join = WT.thread;
+		WT.running = 0;
+		last = 1;
+	}
+	pthread_mutex_unlock(&WT.lock);
+	if (last) {
+		wake_thread();
+		if (!pthread_equal(join, pthread_self()))
+			pthread_join(join, NULL);
+	}
 }
 
 int writer_start(void)
@@ -539,12 +640,8 @@ int writer_start_standby(void)
 
 void writer_finish(int reason)
 {
-	if (W.running) {
-		atomic_store(&W.stop, 1);
-		writer_poke();
-		pthread_join(W.thread, NULL);
-		W.running = 0;
-	}
+	if (W.serving)
+		stop_serving();
 	int expected = LAYOUT_PENDING;
 	if (atomic_compare_exchange_strong(&agent.layout, &expected, LAYOUT_BAD)) {
 		/* It ended before its module could be checked on a live
@@ -562,6 +659,9 @@ void writer_finish(int reason)
 			agent_note_unsupported(agent.cfg.output, agent.pid, target_ppid(), agent.python_version, exe, 1);
 	}
 	pthread_mutex_lock(&W.lock);
+	/* The thread may still hold this target from its list's copy: it
+	 * makes no pass once the stream is ended. */
+	W.finished = 1;
 	drain_all();
 	finish_stream(reason);
 	send_window_close(W.any_samples);

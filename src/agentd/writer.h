@@ -57,7 +57,6 @@ struct death {
 
 struct writer {
 	pthread_mutex_t lock;     /* one drainer at a time: writer thread or exit path */
-	_Atomic int stop;
 	int fd;
 	dev_t dev;
 	ino_t ino;
@@ -78,9 +77,13 @@ struct writer {
 	struct wbuf key;          /* scratch for stack keys */
 	struct rec_pyframe *pyf;  /* scratch for REC_STACK frames */
 	uint32_t pyf_cap;
-	int fdw[2];               /* self-pipe to wake the writer early */
-	pthread_t thread;
-	int running;
+	/* the writer thread's pace for this target (writer.c) */
+	int serving;              /* in the thread's list: passes are made */
+	int finished;             /* the stream is ended: no pass any more */
+	_Atomic int poked;        /* a pass is wanted now */
+	int idle;                 /* sampling off: no pass until poked */
+	long nap_ms;              /* between passes */
+	uint64_t due;             /* the next pass (mono_ns) */
 	int attached;             /* output handed over by `attach`: its stream is written
 	                           * even without samples, so every attach leaves a file */
 	int own_session;          /* we wrote the output's session: we end it too */
