@@ -825,12 +825,30 @@ def test_unwritable_output(split, tmp_path, fmt):
     assert not marker.exists()
 
 
+def chunk_spans(data):
+    """(start, end) of each chunk of a .strata file: a 32-byte file header,
+    then chunks of a 40-byte header (stored size at byte 28) and their
+    payload (docs/format.md)."""
+    spans, off = [], 32
+    while off + 40 <= len(data):
+        assert data[off:off + 4] == b"SCHK", off
+        end = off + 40 + int.from_bytes(data[off + 28:off + 32], "little")
+        spans.append((off, end))
+        off = end
+    assert off == len(data)
+    return spans
+
+
 def test_truncated_file(split, tmp_path):
     """A file cut short converts what it holds, says so, and the consumer
-    reads the result."""
+    reads the result. The cut falls inside a chunk's payload, about two
+    thirds in, then inside a chunk's header; one that falls between two
+    chunks leaves whole chunks of a process that did not finish, and
+    says that instead."""
     data = Path(split.path).read_bytes()
+    start, end = next((s, e) for s, e in chunk_spans(data) if e > len(data) * 2 // 3)
     cut = tmp_path / "cut.strata"
-    cut.write_bytes(data[: len(data) * 2 // 3])
+    cut.write_bytes(data[: start + 40 + (end - start - 40) // 2])
     rep = json.loads(strata("report", "--json", cut).stdout)
     assert rep["truncated"] and 0 < rep["samples"] < split.report["samples"]
     for fmt in ("callgrind", "collapsed", "pprof"):
@@ -852,6 +870,19 @@ def test_truncated_file(split, tmp_path):
             need_go()
             _, text, _ = pprof_top(out)
             assert "Total samples = %d" % rep["samples"] in text
+    # Cut inside a chunk's header: the same.
+    cut.write_bytes(data[: start + 20])
+    r = strata("convert", cut, "-f", "collapsed", "-o", tmp_path / "hdr.collapsed")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^strata: warning: .*cut\.strata: .*cut short", r.stderr, re.M), r.stderr
+    # Cut between two chunks: nothing is cut short, but the process's
+    # stream has no end.
+    cut.write_bytes(data[:start])
+    r = strata("convert", cut, "-f", "collapsed", "-o", tmp_path / "whole.collapsed")
+    assert r.returncode == 0, r.stderr
+    assert "cut short" not in r.stderr, r.stderr
+    assert re.search(r"^strata: warning: .*cut\.strata: process \d+ stopped without finishing its profile",
+                     r.stderr, re.M), r.stderr
     # Nothing readable at all: a clear error, no output.
     head = tmp_path / "head.strata"
     head.write_bytes(data[:40])
