@@ -52,6 +52,15 @@ void target_free(struct target *t);
  * by init (NULL: zeros). Called before main(); aborts past TARGET_MODS_MAX. */
 int target_register(size_t size, void (*init)(void *));
 
+/* Registers a state of `type` before main(), its slot into the int
+ * variable `slot` (for a state several files share: the slot is theirs
+ * to declare). */
+#define TARGET_REGISTER(slot, type, init)                                                     \
+	__attribute__((constructor)) static void slot##_register(void)                        \
+	{                                                                                     \
+		slot = target_register(sizeof(type), (void (*)(void *))(init));               \
+	}
+
 /*
  * In a module: TARGET_STATE(struct x_state, x, x_init) registers the
  * module's state, and x_of(t) is target t's; the module then names the
@@ -59,10 +68,7 @@ int target_register(size_t size, void (*init)(void *));
  */
 #define TARGET_STATE(type, name, init)                                                        \
 	static int name##_slot;                                                               \
-	__attribute__((constructor)) static void name##_register(void)                        \
-	{                                                                                     \
-		name##_slot = target_register(sizeof(type), (void (*)(void *))(init));        \
-	}                                                                                     \
+	TARGET_REGISTER(name##_slot, type, init)                                              \
 	static inline type *name##_of(struct target *t) { return (type *)t->mod[name##_slot]; }
 
 #endif

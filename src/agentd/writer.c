@@ -73,11 +73,7 @@ static struct {
 } WT = { .lock = PTHREAD_MUTEX_INITIALIZER, .fdw = { -1, -1 } };
 
 int writer_slot;
-
-__attribute__((constructor)) static void writer_register(void)
-{
-	writer_slot = target_register(sizeof(struct writer), (void (*)(void *))writer_state_init);
-}
+TARGET_REGISTER(writer_slot, struct writer, writer_state_init)
 
 /* There is an output (else standby: records are dropped). In the shared
  * state: the target's deallocation hook asks too. */
@@ -446,13 +442,17 @@ void finish_stream(int reason)
 		write_session_end();
 }
 
+/* When the current target's next pass is due: UINT64_MAX while it is
+ * idle (sampling off: until poked) or finished. */
+static uint64_t next_due(void) { return W.idle || W.finished ? UINT64_MAX : W.due; }
+
 /* One pass over the current target's rings, if it is due (or poked);
- * sets when the next one is. */
-static void target_pass(uint64_t now)
+ * returns when the next one is (next_due). */
+static uint64_t target_pass(uint64_t now)
 {
 	int poked = atomic_exchange(&W.poked, 0);
 	if (!poked && (W.idle || now < W.due))
-		return;
+		return next_due();
 	if (poked)
 		W.nap_ms = 10;
 	/* A module of another patch release not checked yet
@@ -460,13 +460,13 @@ static void target_pass(uint64_t now)
 	if (atomic_load(&agent.layout) == LAYOUT_PENDING) {
 		W.idle = 0;
 		W.due = now + (uint64_t)W.nap_ms * 1000000u;
-		return;
+		return next_due();
 	}
 	long nap_max = agent.cfg.flush_ms > 10 ? agent.cfg.flush_ms : 10;
 	pthread_mutex_lock(&W.lock);
 	if (W.finished) {
 		pthread_mutex_unlock(&W.lock);
-		return;
+		return UINT64_MAX;
 	}
 	uint64_t drained = W.drained;
 	drain_all();
@@ -499,6 +499,7 @@ static void target_pass(uint64_t now)
 		W.last_scan = now;
 		threads_scan();
 	}
+	return next_due();
 }
 
 static void *writer_main(void *arg)
@@ -510,29 +511,23 @@ static void *writer_main(void *arg)
 		unsigned n = WT.n;
 		memcpy(list, WT.t, n * sizeof(list[0]));
 		pthread_mutex_unlock(&WT.lock);
-		uint64_t now = mono_ns();
+		uint64_t now = mono_ns(), next = UINT64_MAX;
 		for (unsigned i = 0; i < n; i++) {
 			target_enter(list[i]);
-			target_pass(now);
+			uint64_t due = target_pass(now);
+			if (due < next)
+				next = due;
 		}
-		/* Sleep until the nearest target's next pass, or a poke;
-		 * for good when every target is idle. */
-		uint64_t next = UINT64_MAX;
-		now = mono_ns();
-		for (unsigned i = 0; i < n; i++) {
-			target_enter(list[i]);
-			if (atomic_load(&W.poked))
-				next = now;
-			else if (!W.idle && !W.finished && W.due < next)
-				next = W.due;
-		}
+		/* Sleep until the nearest target's next pass, for good when
+		 * every target is idle; a poke (writer_poke: the flag, then
+		 * the pipe) ends the sleep at once, even one that came during
+		 * the passes. */
 		fd_set rf;
 		FD_ZERO(&rf);
 		FD_SET(WT.fdw[0], &rf);
-		uint64_t wait = next == UINT64_MAX ? 0 : next > now ? next - now : 0;
+		now = mono_ns();
+		uint64_t wait = next == UINT64_MAX || next <= now ? 0 : next - now;
 		struct timeval tv = { (time_t)(wait / 1000000000u), (suseconds_t)(wait % 1000000000u / 1000) };
-		if (next == now)
-			continue;
 		if (select(WT.fdw[0] + 1, &rf, NULL, NULL, next == UINT64_MAX ? NULL : &tv) > 0) {
 			char buf[64];
 			while (read(WT.fdw[0], buf, sizeof(buf)) > 0)

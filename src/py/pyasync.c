@@ -229,7 +229,6 @@ static const struct {
 	{ "functools.partial", K_PARTIAL }, { "type", K_TYPE }, { "NoneType", K_NONE },
 };
 
-
 int async_type_kind(PyTypeObject *tp)
 {
 	uint64_t a = (uint64_t)(uintptr_t)tp;

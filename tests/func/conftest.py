@@ -345,6 +345,20 @@ def record(tmp_path):
     return run
 
 
+def chunk_spans(data):
+    """(start, end) of each chunk of a .strata file: a 32-byte file header,
+    then chunks of a 40-byte header (stored size at byte 28) and their
+    payload (docs/format.md)."""
+    spans, off = [], 32
+    while off + 40 <= len(data):
+        assert data[off:off + 4] == b"SCHK", off
+        end = off + 40 + int.from_bytes(data[off + 28:off + 32], "little")
+        spans.append((off, end))
+        off = end
+    assert off == len(data)
+    return spans
+
+
 def need_tool(name, how):
     """The path of a program a test checks strata's output with (an
     export's consumer, perf, a compiler). scripts/deps.sh installs every

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, STRATA, debian_interp, need_tool, strata
+from conftest import BUILD, PROGRAMS, STRATA, chunk_spans, debian_interp, need_tool, strata
 
 FLAMEGRAPH = Path("/usr/share/perl5/Devel/NYTProf/flamegraph.pl")
 SYNTHPROF = BUILD / "tests" / "synthprof"
@@ -823,20 +823,6 @@ def test_unwritable_output(split, tmp_path, fmt):
     assert r.returncode == 2
     assert "cannot write %s: No such file or directory" % (tmp_path / "missing" / "out") in r.stderr
     assert not marker.exists()
-
-
-def chunk_spans(data):
-    """(start, end) of each chunk of a .strata file: a 32-byte file header,
-    then chunks of a 40-byte header (stored size at byte 28) and their
-    payload (docs/format.md)."""
-    spans, off = [], 32
-    while off + 40 <= len(data):
-        assert data[off:off + 4] == b"SCHK", off
-        end = off + 40 + int.from_bytes(data[off + 28:off + 32], "little")
-        spans.append((off, end))
-        off = end
-    assert off == len(data)
-    return spans
 
 
 def test_truncated_file(split, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, ROOT, STRATA, func_row, share, strata
+from conftest import PROGRAMS, ROOT, STRATA, chunk_spans, func_row, share, strata
 
 
 def hot_line(path, marker="# HOT"):
@@ -632,9 +632,12 @@ def test_report_bad_files(good_file, tmp_path):
 def test_report_truncated_and_corrupt(good_file, tmp_path):
     data = good_file.read_bytes()
     cut = tmp_path / "cut.strata"
-    # Cut inside one of the last chunks: the first chunk holds the code
-    # objects (most of the bytes of a short run), later ones the samples.
-    cut.write_bytes(data[: len(data) - 200])
+    # Cut inside the last chunk's payload (a cut between two chunks is not
+    # cut short: test_export_text.py's test_truncated_file): the first
+    # chunk holds the code objects (most of the bytes of a short run),
+    # later ones the samples.
+    start, end = chunk_spans(data)[-1]
+    cut.write_bytes(data[: start + 40 + (end - start - 40) // 2])
     proc = strata("report", "--json", cut)
     assert proc.returncode == 0
     assert "cut short" in proc.stderr
