@@ -310,6 +310,63 @@ static void atfork_parent(void)
 	fork_snap = NULL;
 }
 
+/* A fork child where the region is mapped whole (no RLIMIT_AS) and a
+ * helper serves the tree: the child stays in the region, with a state
+ * of its own made from the parent's, and joins that helper (link.h)
+ * instead of starting one: a pool of 64 workers adds no process. Returns
+ * 1 when joined (or refused by the helper, which said why), 0 for the
+ * child to make a region and a helper of its own. */
+static int join_tree(const struct agent_state *copy, size_t sz)
+{
+	uint64_t key;
+	/* Three quarters of the region in use (about 150 live workers: each
+	 * takes ~5 MB of it, most never touched): a tree that big gives its
+	 * next children regions of their own, and keeps the rest for the
+	 * threads and tables of those it has. */
+	if (!shm_full_map() || shm_tree(&key) <= 0 || shm_used() > shm_max() / 4 * 3)
+		return 0;
+	/* Until the helper serves us it cannot grow the region for us: the
+	 * region's descriptor, from the helper, meanwhile. */
+	if (link_tree_region())
+		return 0;
+	struct agent_state *st = shm_alloc(sz);
+	if (!st) {
+		shm_close_fd(NULL);
+		return 0;
+	}
+	shm_set_owner(st, st);
+	memcpy(st, copy, sz);
+	agentp = st;
+	if (state_fresh(1)) {
+		shm_free_owned(st);
+		shm_close_fd(NULL);
+		return 0;
+	}
+	/* The child is a process of its own: its stream starts silent and
+	 * becomes visible with its first sample. Whatever the parent
+	 * attached (a session of its own) stays the parent's. */
+	agent.stream_flags &= ~(uint32_t)PROC_CONTINUED;
+	char cerr[512] = "", err[512];
+	int ctl = ctlsock_open(cerr, sizeof(cerr));
+	if (link_join(ctl, err, sizeof(err))) {
+		ctlsock_close();
+		if (getenv("STRATA_DEBUG_AGENTD"))
+			agent_log("process %d: %s; starting a helper of its own", (int)getpid(), err);
+		shm_free_owned(st);
+		shm_close_fd(NULL);
+		return 0;
+	}
+	/* The helper grows the region from now on. */
+	shm_close_fd(link_grow);
+	if (ctl < 0 && cerr[0])
+		agent_log("no control channel (%s); strata ctl and attaching will not work for process %d", cerr,
+			  (int)getpid());
+	ctlsock_close();
+	if (agent.cfg.perf_map)
+		jitdump_map();
+	return 1;
+}
+
 static void atfork_child(void)
 {
 	if (!fork_snap) {
@@ -354,6 +411,14 @@ static void atfork_child(void)
 			close_perf_fd(s->counter_fd[i]);
 	}
 	reg_unlock();
+	if (join_tree(copy, sz)) {
+		munmap(copy, sz);
+		if (had_slot)
+			thread_register(name, 0);
+		char err[512];
+		helper_started(err, sizeof(err));
+		return;
+	}
 	if (shm_replace() != 0) {
 		agentp = &inactive;
 		munmap(copy, sz);

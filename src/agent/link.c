@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -238,6 +239,9 @@ static const char *const pass_env[] = {
 	"SSL_CERT_FILE", "SSL_CERT_DIR", NULL,
 };
 
+static int open_mem(char *err, size_t errlen);
+static void link_reset(void);
+
 int link_spawn(int ctl_fd, char *err, size_t errlen)
 {
 	char path[4200];
@@ -258,32 +262,17 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 			 limit, room, HELPER_TASKS, keep);
 		return -1;
 	}
-	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
-	if (mem < 0 && errno != EMFILE)
-		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
-	if (mem < 0) {
-		int e = errno;
-		char lim[64];
-		fd_limit_note(lim, sizeof(lim), e);
-		if (e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
-			/* The kernel hides a non-dumpable process's memory from
-			 * every process of its user, itself through /proc
-			 * included: its executable is not readable by the user
-			 * it runs as (a program run as another user from a
-			 * private directory), or it changed credentials. */
-			snprintf(err, errlen, "this process (uid %u) is not dumpable: its executable is not readable by "
-				 "the user it runs as, or it changed its credentials, so the agent's helper may not read "
-				 "its memory", (unsigned)getuid());
-		else
-			snprintf(err, errlen, "cannot start the agent's helper: /proc/self/mem: %s%s", strerror(e), lim);
+	int mem = open_mem(err, errlen);
+	if (mem < 0)
 		return -1;
-	}
 
-	char pidbuf[32], addrbuf[32], maxbuf[32];
+	char pidbuf[32], addrbuf[32], maxbuf[32], statebuf[32];
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)getpid());
 	snprintf(addrbuf, sizeof(addrbuf), "0x%llx", (unsigned long long)shm_addr());
 	snprintf(maxbuf, sizeof(maxbuf), "%llu", (unsigned long long)shm_max());
-	char *argv[] = { (char *)AGENTD_NAME, pidbuf, addrbuf, maxbuf, NULL };
+	/* Our state in the region (which may be a tree's: not its root). */
+	snprintf(statebuf, sizeof(statebuf), "0x%llx", (unsigned long long)((uintptr_t)agentp - shm_addr()));
+	char *argv[] = { (char *)AGENTD_NAME, pidbuf, addrbuf, maxbuf, statebuf, NULL };
 	char *envp[64];
 	int ne = 0;
 	for (char **e = environ; e && *e && ne < 63; e++)
@@ -299,12 +288,7 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 		}
 	envp[ne] = NULL;
 
-	/* A new helper starts with no request pending (after a failed exec
-	 * the last one may have left without serving everything). */
-	atomic_store(&agent.link_req, 0);
-	atomic_store(&agent.link_done, atomic_load(&agent.link_seq));
-	atomic_store(&agent.link_grow, 0);
-	atomic_store(&agent.link_gone, 0);
+	link_reset();
 	struct rlimit nf = { 65536, 65536 };
 	getrlimit(RLIMIT_NOFILE, &nf);
 	struct spawn_args a = { path, argv, envp, { shm_fd(), mem, ctl_fd },
@@ -361,6 +345,138 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	return 0;
 }
 
+/* Opens /proc/self/mem for the helper: read-write, else read-only.
+ * -1 with err set. */
+static int open_mem(char *err, size_t errlen)
+{
+	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+	if (mem < 0 && errno != EMFILE)
+		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
+	if (mem < 0) {
+		int e = errno;
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
+		if (e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
+			/* The kernel hides a non-dumpable process's memory from
+			 * every process of its user, itself through /proc
+			 * included: its executable is not readable by the user
+			 * it runs as (a program run as another user from a
+			 * private directory), or it changed credentials. */
+			snprintf(err, errlen, "this process (uid %u) is not dumpable: its executable is not readable by "
+				 "the user it runs as, or it changed its credentials, so the agent's helper may not read "
+				 "its memory", (unsigned)getuid());
+		else
+			snprintf(err, errlen, "cannot start the agent's helper: /proc/self/mem: %s%s", strerror(e), lim);
+		errno = e;
+	}
+	return mem;
+}
+
+/* A new helper (or the tree's) starts with no request of ours pending
+ * (after a failed exec the last one may have left without serving
+ * everything). */
+static void link_reset(void)
+{
+	atomic_store(&agent.link_req, 0);
+	atomic_store(&agent.link_done, atomic_load(&agent.link_seq));
+	atomic_store(&agent.link_grown, atomic_load(&agent.link_seq));
+	atomic_store(&agent.link_grow, 0);
+	atomic_store(&agent.link_gone, 0);
+}
+
+int link_tree_region(void)
+{
+	uint64_t key;
+	pid_t helper = shm_tree(&key);
+	if (helper <= 0 || shm_fd() >= 0)
+		return -1;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)helper, AGENTD_FD_SHM);
+	/* The file grows under us now and then: its size is checked
+	 * against the region's. */
+	for (int tries = 0; tries < 8; tries++) {
+		int fd = high_fd(open(path, O_RDWR | O_CLOEXEC));
+		if (fd < 0)
+			return -1;
+		if (shm_adopt_fd(fd) == 0)
+			return 0;
+		close(fd);
+	}
+	return -1;
+}
+
+int link_join(int ctl_fd, char *err, size_t errlen)
+{
+	uint64_t key = 0;
+	pid_t helper = shm_tree(&key);
+	if (helper <= 0) {
+		snprintf(err, errlen, "no helper serves the tree");
+		return -1;
+	}
+	int so = high_fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+	if (so < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	struct sockaddr_un a;
+	socklen_t al = link_tree_addr(&a, helper, key);
+	if (connect(so, (struct sockaddr *)&a, al)) {
+		snprintf(err, errlen, "the tree's helper %d: %s", (int)helper, strerror(errno));
+		close(so);
+		return -1;
+	}
+	int mem = open_mem(err, errlen);
+	if (mem < 0) {
+		close(so);
+		return -1;
+	}
+	link_reset();
+	struct link_join m = { LINK_JOIN_MAGIC, (int32_t)getpid(), (uint64_t)((uintptr_t)agentp - shm_addr()),
+			       ctl_fd >= 0, 0 };
+	int fds[2] = { mem, ctl_fd };
+	int nfds = ctl_fd >= 0 ? 2 : 1;
+	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int)) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+	/* The helper takes it at its next look: ring. */
+	ssize_t w = sendmsg(so, &mh, MSG_NOSIGNAL);
+	close(mem);
+	_Atomic uint32_t *bell = shm_doorbell();
+	atomic_fetch_add(bell, 1);
+	link_futex_wake(bell, 1);
+	int32_t status = -1;
+	ssize_t r = -1;
+	if (w == (ssize_t)sizeof(m)) {
+		/* Its answer comes once it serves us (a second, or a few
+		 * under load, for --native's tables); bounded, as every
+		 * wait on the helper is. */
+		struct pollfd pf = { so, POLLIN, 0 };
+		int pr;
+		do
+			pr = poll(&pf, 1, 10000);
+		while (pr < 0 && errno == EINTR);
+		if (pr > 0)
+			r = recv(so, &status, sizeof(status), 0);
+	}
+	close(so);
+	if (r != (ssize_t)sizeof(status) || status == ECONNREFUSED) {
+		snprintf(err, errlen, "the tree's helper %d did not take this process", (int)helper);
+		return -1;
+	}
+	L.pid = helper;
+	L.up = status == 0;
+	if (L.up)
+		atomic_store(&agent.helper_pid, helper);
+	return 0;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -375,18 +491,24 @@ static uint32_t post(uint32_t bits)
 {
 	atomic_fetch_or(&agent.link_req, bits);
 	uint32_t t = atomic_fetch_add(&agent.link_seq, 1) + 1;
-	link_futex_wake(&agent.link_seq, 1);
+	/* The helper may serve a tree of processes: it waits on the
+	 * region's doorbell, then looks at each one's link_seq. */
+	_Atomic uint32_t *bell = shm_doorbell();
+	if (bell) {
+		atomic_fetch_add(bell, 1);
+		link_futex_wake(bell, 1);
+	}
 	return t;
 }
 
 /* Waits until the helper served ticket t, at most timeout_ms. A helper
  * that is gone (it crashed, or was killed) takes the link down: nothing
  * waits for it again. Async-signal-safe. */
-static int wait_done(uint32_t t, int timeout_ms)
+static int wait_word(_Atomic uint32_t *word, uint32_t t, int timeout_ms)
 {
 	int64_t end = now_ms() + timeout_ms;
 	for (;;) {
-		uint32_t d = atomic_load(&agent.link_done);
+		uint32_t d = atomic_load(word);
 		if ((int32_t)(d - t) >= 0)
 			return 0;
 		if (atomic_load(&agent.link_gone) == L.pid) {
@@ -401,9 +523,11 @@ static int wait_done(uint32_t t, int timeout_ms)
 		if (left > 100)
 			left = 100;
 		struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
-		link_futex_wait(&agent.link_done, d, &ts);
+		link_futex_wait(word, d, &ts);
 	}
 }
+
+static int wait_done(uint32_t t, int timeout_ms) { return wait_word(&agent.link_done, t, timeout_ms); }
 
 void link_poke(void)
 {
@@ -422,7 +546,7 @@ int link_grow(uint64_t want)
 	uint64_t cur = atomic_load(&agent.link_grow);
 	while (cur < want && !atomic_compare_exchange_weak(&agent.link_grow, &cur, want))
 		;
-	int rc = wait_done(post(LINK_REQ_GROW), 5000);
+	int rc = wait_word(&agent.link_grown, post(LINK_REQ_GROW), 5000);
 	errno = e;
 	return rc;
 }

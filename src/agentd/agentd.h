@@ -21,11 +21,19 @@ int agentd_target_pidfd(void);
  * threads any more, they may be another program's. One small read. */
 int agentd_target_gone(void);
 
+/* The most processes one helper serves at once (more start their own). */
+#define AGENTD_TARGETS_MAX 1024
+
 /* writer.c (its pieces share writer.h) */
 int writer_start(void);
 int writer_start_standby(void);
 /* Stops the writer thread, drains every ring and ends the stream. */
 void writer_finish(int reason);
+/* A target the writer served may be freed once no round of the writer
+ * thread begun by then (writer_round, taken after writer_finish) can
+ * still be on it: writer_past(r). */
+uint64_t writer_round(void);
+int writer_past(uint64_t r);
 void writer_poke(void);
 /* Sampling is about to start: code deaths matter again. */
 void writer_set_busy(void);

@@ -259,7 +259,9 @@ static int has_output(void)
 
 void control_exec(const char *req, int fd, char *reply, size_t n)
 {
-	static struct ctl_request rq; /* one command at a time (cmd_lock) */
+	/* One command at a time per target (cmd_lock); control threads of
+	 * several targets at once. */
+	static __thread struct ctl_request rq;
 	char perr[128];
 	pthread_mutex_lock(&C.cmd_lock);
 	int bad = ctl_parse_request(req, &rq, perr, sizeof(perr));
@@ -391,7 +393,8 @@ static void serve(int c)
 	struct timeval tv = { 2, 0 };
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	static char req[CTL_MSG_MAX], reply[CTL_MSG_MAX];
+	/* Each target's control thread has its own. */
+	static __thread char req[CTL_MSG_MAX], reply[CTL_MSG_MAX];
 	/* A client that connects and says nothing must not hold up the
 	 * process's exit (control_stop waits for this thread). */
 	struct pollfd pf[2] = { { c, POLLIN, 0 }, { C.wake[0], POLLIN, 0 } };

@@ -116,7 +116,11 @@ static int cmp_range(const void *a, const void *b)
 
 static void publish(void)
 {
-	static uint64_t tmp[JIT_MAX_RANGES][2];
+	/* The writer's thread, or the link's finishing a target: each its
+	 * own (64 KB, at its first use). */
+	static __thread uint64_t (*tmp)[2];
+	if (!tmp && !(tmp = malloc(sizeof(uint64_t[JIT_MAX_RANGES][2]))))
+		return;
 	uint32_t n = 0;
 	int full = 0;
 	for (struct jimg *g = J.imgs; g; g = g->next)

@@ -229,10 +229,15 @@ static void read_map(void)
 	off_t size = src_size(s);
 	if (size <= s->off)
 		return;
-	static char buf[65536];
+	/* Per thread (the writer's, or the link's finishing a target),
+	 * at its first use. */
+	enum { BUF = 65536 };
+	static __thread char *buf;
+	if (!buf && !(buf = malloc(BUF)))
+		return;
 	size_t budget = READ_PER_PASS;
 	while (s->off < size && budget) {
-		size_t want = (size_t)(size - s->off) < sizeof(buf) ? (size_t)(size - s->off) : sizeof(buf);
+		size_t want = (size_t)(size - s->off) < BUF ? (size_t)(size - s->off) : BUF;
 		ssize_t got = pread(s->fd, buf, want, s->off);
 		if (got <= 0)
 			return;
@@ -253,7 +258,7 @@ static void read_map(void)
 		if (!used) {
 			/* No newline in a whole buffer: a line longer than any
 			 * real one; skip it. Or the last line is unfinished. */
-			if ((size_t)got < sizeof(buf))
+			if ((size_t)got < BUF)
 				return;
 			used = (size_t)got;
 		}

@@ -12,6 +12,7 @@
 static struct {
 	size_t size;
 	void (*init)(void *);
+	void (*fini)(void *);
 } mods[TARGET_MODS_MAX];
 static int nmods;
 
@@ -55,11 +56,20 @@ struct target *target_new(pid_t pid)
 	return t;
 }
 
+void target_on_free(int slot, void (*fini)(void *))
+{
+	if (slot >= 0 && slot < nmods)
+		mods[slot].fini = fini;
+}
+
 void target_free(struct target *t)
 {
 	if (!t)
 		return;
-	for (int i = 0; i < nmods; i++)
+	for (int i = 0; i < nmods; i++) {
+		if (t->mod[i] && mods[i].fini)
+			mods[i].fini(t->mod[i]);
 		free(t->mod[i]);
+	}
 	free(t);
 }

@@ -8,11 +8,10 @@
  * module's file: the module declares it with TARGET_STATE, which gives it
  * a slot in every target, and reads it through the current target.
  *
- * Today a helper serves the one process it was started for: main()
- * makes its target first thing, and every thread of the helper works for
- * it. This is the first step to one helper serving a whole process tree
- * (docs/hacking.md, "One helper per process tree"): a target for each
- * process, and the helper's threads switching between them.
+ * A helper serves the process it was started for and the fork children
+ * that join it (docs/hacking.md, "One helper per process tree"): a
+ * target for each, the main and writer threads switching between them,
+ * a wall sampler and a control thread per target.
  */
 #ifndef STRATA_AGENTD_TARGET_H
 #define STRATA_AGENTD_TARGET_H
@@ -44,9 +43,10 @@ void target_enter(struct target *t);
 /* A target for process pid, every module's state in it made and set to
  * its start; NULL when out of memory. */
 struct target *target_new(pid_t pid);
-/* Frees a target's states (what they point to is the modules' to free
- * first). */
+/* Frees a target's states, each after its module's fini (what the state
+ * points to), if the module gave one (target_on_free, for its slot). */
 void target_free(struct target *t);
+void target_on_free(int slot, void (*fini)(void *));
 
 /* For TARGET_STATE: the slot of a state of `size` bytes, set to its start
  * by init (NULL: zeros). Called before main(); aborts past TARGET_MODS_MAX. */

@@ -61,7 +61,7 @@ static void writer_state_init(struct writer *w)
 
 /* The writer thread: one for the helper, making each target's passes in
  * turn, at each one's pace. */
-#define WRITER_TARGETS_MAX 256
+#define WRITER_TARGETS_MAX AGENTD_TARGETS_MAX
 static struct {
 	pthread_mutex_t lock;     /* the list, the thread's start and stop */
 	struct target *t[WRITER_TARGETS_MAX];
@@ -70,10 +70,25 @@ static struct {
 	pthread_t thread;
 	int running;
 	_Atomic int stop;
+	uint64_t round;           /* rounds begun (each on a copy of the list) */
+	int in_round;
 } WT = { .lock = PTHREAD_MUTEX_INITIALIZER, .fdw = { -1, -1 } };
 
 int writer_slot;
 TARGET_REGISTER(writer_slot, struct writer, writer_state_init)
+
+/* A target freed (its stream long ended): its tables and buffers go. */
+static void writer_state_fini(struct writer *w)
+{
+	ctab_free(&w->codes);
+	itab_free(&w->stacks);
+	wbuf_free(&w->recs);
+	wbuf_free(&w->chunk);
+	wbuf_free(&w->key);
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
 
 /* There is an output (else standby: records are dropped). In the shared
  * state: the target's deallocation hook asks too. */
@@ -214,7 +229,7 @@ static void put_sample(const struct rsample *h)
 	const char *task_name = (const char *)p;
 
 	/* A thread running an asyncio task: its logical stack (tasks.c). */
-	static struct tstack ts;
+	static __thread struct tstack ts; /* the writer's thread, or the link's finishing a target */
 	int logical = h->task && tasks_logical(h, py, task_name, h->task_name_len, &ts, &W.recs) == 0;
 	uint32_t stack = logical ? stack_index(h, ts.py, ts.npy, native, &ts) : stack_index(h, py, h->npy, native, NULL);
 	if (stack == UINT32_MAX) {
@@ -337,9 +352,21 @@ static void put_notes(void)
 	}
 }
 
-/* Drains every ring and retires exited threads. Caller holds W.lock. */
-void drain_all(void)
+/* Drains every ring and retires exited threads, waiting for the
+ * process's thread list at most bound_ms (0: as long as it takes);
+ * returns -1, having drained nothing, when it was not had. Caller holds
+ * W.lock. */
+static int drain(int bound_ms)
 {
+	if (bound_ms) {
+		/* One process's list held (a stopped thread of it) must not
+		 * hold up the passes of the others the writer serves. */
+		if (reg_lock_for(bound_ms))
+			return -1;
+		/* Let go: what follows takes it (a moment's race with a
+		 * holder that comes back is waited out as before). */
+		reg_unlock();
+	}
 	/* New native objects are announced before the samples that may
 	 * point into them. */
 	if (agent.cfg.native)
@@ -412,7 +439,10 @@ void drain_all(void)
 	W.dying = NULL;
 	if (!keep)
 		wbuf_reset(&W.recs);
+	return 0;
 }
+
+void drain_all(void) { drain(0); }
 
 /* Writes the stream's last records. Caller holds W.lock, rings drained. */
 void finish_stream(int reason)
@@ -469,7 +499,11 @@ static uint64_t target_pass(uint64_t now)
 		return UINT64_MAX;
 	}
 	uint64_t drained = W.drained;
-	drain_all();
+	if (drain(20)) {
+		W.due = now + 10 * 1000000u;
+		pthread_mutex_unlock(&W.lock);
+		return next_due();
+	}
 	/* While passes find samples, one every 10 ms; after each pass that
 	 * found none (a program blocked, or waiting for a CPU: the workers
 	 * of a pool on a busy machine), twice as long, up to the flush
@@ -510,6 +544,8 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&WT.lock);
 		unsigned n = WT.n;
 		memcpy(list, WT.t, n * sizeof(list[0]));
+		WT.round++;
+		WT.in_round = 1;
 		pthread_mutex_unlock(&WT.lock);
 		uint64_t now = mono_ns(), next = UINT64_MAX;
 		for (unsigned i = 0; i < n; i++) {
@@ -518,6 +554,9 @@ static void *writer_main(void *arg)
 			if (due < next)
 				next = due;
 		}
+		pthread_mutex_lock(&WT.lock);
+		WT.in_round = 0;
+		pthread_mutex_unlock(&WT.lock);
 		/* Sleep until the nearest target's next pass, for good when
 		 * every target is idle; a poke (writer_poke: the flag, then
 		 * the pipe) ends the sleep at once, even one that came during
@@ -561,6 +600,7 @@ void state_reset(void)
  * with the first). */
 static int start_thread(void)
 {
+	target_on_free(writer_slot, (void (*)(void *))writer_state_fini);
 	int rc = 0;
 	pthread_mutex_lock(&WT.lock);
 	if (WT.n >= WRITER_TARGETS_MAX) {
@@ -633,6 +673,22 @@ int writer_start_standby(void)
 	return start_thread();
 }
 
+uint64_t writer_round(void)
+{
+	pthread_mutex_lock(&WT.lock);
+	uint64_t r = WT.round;
+	pthread_mutex_unlock(&WT.lock);
+	return r;
+}
+
+int writer_past(uint64_t r)
+{
+	pthread_mutex_lock(&WT.lock);
+	int past = !WT.running || !WT.in_round || WT.round > r;
+	pthread_mutex_unlock(&WT.lock);
+	return past;
+}
+
 void writer_finish(int reason)
 {
 	if (W.serving)
@@ -660,6 +716,11 @@ void writer_finish(int reason)
 	drain_all();
 	finish_stream(reason);
 	send_window_close(W.any_samples);
+	/* The helper may serve the tree's other processes long after: the
+	 * file is not held for this one. */
+	if (W.fd >= 0)
+		close(W.fd);
+	W.fd = -1;
 	pthread_mutex_unlock(&W.lock);
 	send_finish();
 }

@@ -322,6 +322,10 @@ struct agent_state {
 	_Atomic uint32_t link_done;
 	_Atomic uint32_t link_reason; /* LINK_REQ_FINISH: enum process_end_reason */
 	_Atomic uint64_t link_grow;  /* LINK_REQ_GROW: the region's wanted size */
+	/* The last ticket whose GROW was served: answered apart, so a grow
+	 * is not held up by the rest (the helper may have to wait for the
+	 * thread list to open a thread's event). */
+	_Atomic uint32_t link_grown;
 	/* asyncio (docs/async.md): where the target's tasks are, found by
 	 * the helper once asyncio is imported (agentd/tasks.c) and read by
 	 * the handler (the running task) once async_ready is set; fixed
@@ -432,6 +436,9 @@ void reg_unlock(void);
  * A stopped helper must not hang the program's thread starts, exits and
  * forks. 0: held; -1: not (the caller does without). */
 int reg_lock_bounded(void);
+/* The helper's, where one process must not hold up the others it serves
+ * (a stopped thread of it holding its list): waits at most ms. 0: held. */
+int reg_lock_for(int ms);
 
 /* triggers.c */
 /* Opens thread tid's trigger into the slot (the caller's descriptors);

@@ -18,7 +18,9 @@
  * program runs, the agent holds no descriptor in it (docs/agent.md).
  *
  * Requests, target -> helper, are bits in the shared state (agent.h:
- * link_seq, link_req, link_done), futex words on the shared mapping: POKE
+ * link_seq, link_req, link_done; link_grown answers GROW on its own),
+ * futex words on the shared mapping, and a ring of the region's doorbell
+ * (shm_doorbell: the helper may serve a tree of processes): POKE
  * (wake the writer now; from the signal handler too), TRIGGERS (open the
  * perf events of threads that asked for one), GROW (extend the region:
  * only the helper holds its descriptor), FINISH (end the stream now, for
@@ -64,6 +66,43 @@ static inline void link_futex_wake(_Atomic uint32_t *w, int n)
 
 #define AGENTD_NAME "strata-agentd"
 
+/* ---- a fork child joining its tree's helper ----
+ *
+ * A fork child stays in its parent's region (where the region is mapped
+ * whole: no RLIMIT_AS) with a state of its own, and is served by the
+ * helper already serving the tree: the helper listens on an abstract
+ * unix socket named by its pid and a random key (shm_tree), the child
+ * connects and sends a struct link_join with, as SCM_RIGHTS, its own
+ * /proc/self/mem and its control socket (if it has one); the helper
+ * checks the sender (SO_PEERCRED) against the state named, starts
+ * serving it and answers with an int: 0, or an errno (the reason is then
+ * in the state's helper_why). A child that cannot connect starts a
+ * region and a helper of its own. */
+#define LINK_JOIN_MAGIC 0x6a6f696eu /* "join" */
+
+struct link_join {
+	uint32_t magic;
+	int32_t pid;
+	uint64_t state;     /* the child's agent state: its offset in the region */
+	uint32_t has_ctl;   /* the second descriptor is its control socket */
+	uint32_t pad;
+};
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* The tree socket's address; returns its length for bind/connect. */
+static inline socklen_t link_tree_addr(struct sockaddr_un *a, int32_t helper, uint64_t key)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "strata-tree-%d-%016llx", (int)helper,
+			 (unsigned long long)key);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
 /* ---- the profiled process ---- */
 
 /* Starts the helper for this process (the control socket ctl_fd, or -1).
@@ -82,6 +121,15 @@ int link_triggers(void);
 int link_grow(uint64_t want);
 /* In a fork child: the parent's link is the parent's. */
 void link_forget(void);
+/* In a fork child whose state is in its parent's region: joins the
+ * tree's helper. 0: served (or refused by the helper, which said why in
+ * helper_why; link_up() tells); -1: no helper to join (err says why),
+ * the child makes a region and a helper of its own. */
+int link_join(int ctl_fd, char *err, size_t errlen);
+/* In a fork child, before it joins: the region's descriptor, taken from
+ * the tree's helper (read access to a process of our own user), so the
+ * child can grow the region until the helper serves it. 0, or -1. */
+int link_tree_region(void);
 /* Whether a helper was started and has not been told to finish. */
 int link_up(void);
 

@@ -30,6 +30,7 @@
 
 #define SHM_MAGIC 0x53545241544d454dull /* "STRATMEM" */
 #define BLOCK_MAGIC 0x626c6b21u /* "blk!" */
+#define FREE_MAGIC 0x66726565u  /* "free" */
 #define MIN_SHIFT 6
 #define NCLASSES 34 /* 64 B .. 512 GiB */
 #define GROW_STEP (2u << 20)
@@ -53,12 +54,17 @@ struct shm_header {
 	/* The first failure to grow for want of address space or memory. */
 	_Atomic int limit_errno;
 	_Atomic uint64_t limit_wanted;
+	/* Rung by every process of the tree that posts a link request
+	 * (link.h); where the tree's helper listens for fork children. */
+	_Atomic uint32_t doorbell;
+	_Atomic int32_t tree_helper;
+	_Atomic uint64_t tree_key;
 };
 
 struct tag {
-	uint32_t magic;
+	uint32_t magic;              /* BLOCK_MAGIC in use, FREE_MAGIC free */
 	uint32_t cls;
-	uint64_t next_free;          /* while free */
+	uint64_t next_free;          /* while free; in use: the owner's offset */
 };
 
 static struct {
@@ -313,6 +319,7 @@ void shm_close_fd(int (*grow)(uint64_t want))
 
 static void lock(void);
 static void unlock(void);
+static int lock_alloc(void);
 
 /* Grows the file to `want` (rounded, at most the largest size), under the
  * lock. The profiled process maps first; the helper only grows to what
@@ -454,6 +461,15 @@ static unsigned class_of(size_t n)
 	return c;
 }
 
+/* The process a block is allocated for (the owner stamped in its tag):
+ * the calling thread's agent state, when it is in the region (in the
+ * helper, the target the thread works for). */
+static uint64_t owner_now(void)
+{
+	struct agent_state *a = agentp;
+	return a && shm_contains(a, 1) ? (uint64_t)((uint8_t *)a - S.base) : 0;
+}
+
 static void *alloc(size_t n, int zeroed)
 {
 	if (!S.base || n > S.max)
@@ -514,7 +530,7 @@ again:
 	}
 	t->magic = BLOCK_MAGIC;
 	t->cls = c;
-	t->next_free = 0;
+	t->next_free = owner_now();
 	h->used += bsize;
 	unlock();
 	void *p = t + 1;
@@ -541,12 +557,88 @@ void shm_free(void *p)
 	struct shm_header *h = H();
 	if (lock_alloc())
 		return; /* the block is lost, not the program's time */
-	t->magic = 0;
+	t->magic = FREE_MAGIC;
 	t->next_free = h->free[t->cls];
 	h->free[t->cls] = (uint64_t)((uint8_t *)t - S.base);
 	h->used -= (uint64_t)1 << (t->cls + MIN_SHIFT);
 	unlock();
 }
+
+void shm_set_owner(void *p, const void *owner)
+{
+	if (!p || !shm_contains(p, 1) || !shm_contains(owner, 1))
+		return;
+	struct tag *t = (struct tag *)p - 1;
+	if (t->magic == BLOCK_MAGIC)
+		t->next_free = (uint64_t)((const uint8_t *)owner - S.base);
+}
+
+/* The block after the bytes up to `pos` (its tag's offset), 0 past the
+ * last: one of 64 bytes and more starts on the next 64-byte boundary,
+ * one of 4 KiB and more on the next page (alloc), and the gap before it
+ * was never written. */
+static uint64_t next_block(uint64_t pos, uint64_t brk)
+{
+	uint64_t aligns[2] = { 64, 4096 };
+	for (int i = 0; i < 2; i++) {
+		uint64_t off = ((pos + sizeof(struct tag) + aligns[i] - 1) & ~(aligns[i] - 1)) - sizeof(struct tag);
+		if (off + sizeof(struct tag) > brk)
+			return 0;
+		struct tag *t = (struct tag *)(S.base + off);
+		if ((t->magic == BLOCK_MAGIC || t->magic == FREE_MAGIC) && t->cls < (uint32_t)NCLASSES &&
+		    (i == 1 || t->cls + MIN_SHIFT < 12))
+			return off;
+	}
+	return 0;
+}
+
+uint64_t shm_free_owned(const void *owner)
+{
+	if (!S.base || !shm_contains(owner, 1))
+		return 0;
+	struct shm_header *h = H();
+	uint64_t me = (uint64_t)((const uint8_t *)owner - S.base), freed = 0;
+	if (lock_alloc())
+		return 0;
+	uint64_t brk = h->brk, pos = (sizeof(*h) + 63) & ~63ull;
+	while (pos < brk) {
+		uint64_t off = next_block(pos, brk);
+		if (!off)
+			break;
+		struct tag *t = (struct tag *)(S.base + off);
+		uint64_t bsize = (uint64_t)1 << (t->cls + MIN_SHIFT);
+		if (t->magic == BLOCK_MAGIC && (t->next_free == me || off + sizeof(*t) == me)) {
+			t->magic = FREE_MAGIC;
+			t->next_free = h->free[t->cls];
+			h->free[t->cls] = off;
+			h->used -= bsize;
+			freed += bsize;
+		}
+		pos = off + bsize;
+	}
+	unlock();
+	return freed;
+}
+
+_Atomic uint32_t *shm_doorbell(void) { return S.base ? &H()->doorbell : NULL; }
+
+void shm_set_tree(int32_t helper, uint64_t key)
+{
+	if (!S.base)
+		return;
+	atomic_store(&H()->tree_key, key);
+	atomic_store(&H()->tree_helper, helper);
+}
+
+int32_t shm_tree(uint64_t *key)
+{
+	if (!S.base)
+		return 0;
+	*key = atomic_load(&H()->tree_key);
+	return atomic_load(&H()->tree_helper);
+}
+
+int shm_full_map(void) { return S.base && H()->full; }
 
 void shm_set_root(void *p) { H()->root = p ? (uint64_t)((uint8_t *)p - S.base) : 0; }
 

@@ -24,6 +24,11 @@
  * scan) is asked of the program (shm_want), which maps it the next time
  * agent code runs in it (shm_sync: a signal handler, a thread starting).
  *
+ * A fork child stays in the region with a state of its own where the
+ * region is mapped whole (link.h: joining the tree's helper); each block
+ * carries the state it was allocated for, and an ended process's blocks
+ * go back at once (shm_free_owned).
+ *
  * The profiled process gives up its descriptor once the helper has one
  * (shm_close_fd); from then on it asks the helper to grow the file
  * (link.h, GROW). Allocation is by size class (powers of two from 64
@@ -101,6 +106,26 @@ void shm_free(void *p);
  * waiting for the region's lock (a stopped helper holds it); it then
  * does not wait again until the lock is had. */
 int shm_stalled(void);
+
+/* Every block carries its owner: the agent state of the process it was
+ * allocated for (the calling thread's `agentp` when that is in the
+ * region). shm_set_owner restamps a block (a state is its own owner);
+ * shm_free_owned frees every block of owner, and owner's own, once that
+ * process's stream is written (a tree of processes shares one region:
+ * an ended worker's rings go back). Returns the bytes freed. */
+void shm_set_owner(void *p, const void *owner);
+uint64_t shm_free_owned(const void *owner);
+
+/* The futex word every process of a tree rings after posting a link
+ * request (link.h), which the tree's helper waits on. */
+_Atomic uint32_t *shm_doorbell(void);
+/* Where the tree's helper takes fork children (its pid and the key of
+ * its socket's name: link.h); 0 when none does. */
+void shm_set_tree(int32_t helper, uint64_t key);
+int32_t shm_tree(uint64_t *key);
+/* Whether the region is mapped at its largest size everywhere (no
+ * RLIMIT_AS): only then may a fork child stay in it. */
+int shm_full_map(void);
 
 /* A pointer both processes know: where the agent's state is. */
 void shm_set_root(void *p);

@@ -32,6 +32,27 @@ void reg_lock(void)
 
 void reg_unlock(void) { pthread_mutex_unlock(&agent.reg_lock); }
 
+int reg_lock_for(int ms)
+{
+	shm_sync();
+	int rc = pthread_mutex_trylock(&agent.reg_lock);
+	if (rc == EBUSY) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_nsec += (long)(ms % 1000) * 1000000L;
+		t.tv_sec += ms / 1000 + t.tv_nsec / 1000000000L;
+		t.tv_nsec %= 1000000000L;
+		do
+			rc = pthread_mutex_clocklock(&agent.reg_lock, CLOCK_MONOTONIC, &t);
+		while (rc == EINTR);
+	}
+	if (rc == EOWNERDEAD) {
+		pthread_mutex_consistent(&agent.reg_lock);
+		rc = 0;
+	}
+	return rc ? -1 : 0;
+}
+
 /* Per process (a fork child inherits it, with the holder). */
 static _Atomic int reg_stalled;
 

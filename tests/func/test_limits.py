@@ -297,31 +297,69 @@ def remove_cgroup(d):
 
 
 @pytest.mark.edge_pythons
-def test_pids_max(python, tmp_path):
-    """A program that forks until its cgroup's pids.max refuses: under
-    strata it runs to its end, each helper (two tasks) is started only
+@pytest.mark.parametrize("tree", [True, False], ids=["tree", "own-helpers"])
+def test_pids_max(python, tmp_path, tree):
+    """A program that forks until its cgroup's pids.max refuses runs to
+    its end under strata. Its fork children join the helper that serves
+    the whole tree (tree): the program makes as many as alone, less the
+    helper's few tasks, counted once. Under RLIMIT_AS (own-helpers) each
+    child has a region and a helper of its own (two tasks), started only
     while it leaves the program a quarter of the limit, and the processes
-    left unprofiled are named with the reason. (A helper per process is
-    what the agent has today: its tasks are taken from the program's, so
-    the program makes fewer children than alone: bench/RESULTS.md.)"""
+    left unprofiled are named with the reason."""
     limit = 64
     d = pids_cgroup(tmp_path, limit)
+    enter = in_cgroup(d)
+
+    def limits():
+        enter()
+        if not tree:
+            resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
     try:
-        alone = run([python.exe, PROGRAMS / "limits_pids.py"], limit=in_cgroup(d))
+        alone = run([python.exe, PROGRAMS / "limits_pids.py"], limit=limits)
         assert alone.returncode == 0, alone.stderr
         n_alone = int(re.search(r"forked (\d+)", alone.stdout).group(1))
         assert n_alone >= limit - 4, alone.stdout
         out = tmp_path / "pids.strata"
-        r = run([STRATA, "record", "-o", out, "--", python.exe, PROGRAMS / "limits_pids.py"], limit=in_cgroup(d))
+        r = run([STRATA, "record", "-o", out, "--", python.exe, PROGRAMS / "limits_pids.py"], limit=limits)
         assert r.returncode == 0, r.stderr
         n = int(re.search(r"forked (\d+)", r.stdout).group(1))
-        assert "pids.max is %d" % limit in r.stderr, r.stderr
-        # What the helpers hold never exceeds what the guard allows.
-        assert n >= limit // 4, (n, n_alone, r.stderr)
+        if tree:
+            assert "pids.max" not in r.stderr, r.stderr
+            # The tree's helper: itself, its writer, at most a control
+            # thread (no client here).
+            assert n >= n_alone - 3, (n, n_alone, r.stderr)
+        else:
+            assert "pids.max is %d" % limit in r.stderr, r.stderr
+            # What the helpers hold never exceeds what the guard allows.
+            assert n >= limit // 4, (n, n_alone, r.stderr)
         data, err = report(out)
         assert func_row(data, "burn")["self"] > 100, data["samples"]
     finally:
         remove_cgroup(d)
+
+
+@pytest.mark.edge_pythons
+def test_one_helper_for_a_tree(python, tmp_path):
+    """A pool that forks 200 workers over its run, each doing one task
+    (maxtasksperchild=1), is served by one helper, the main process's:
+    every worker finds that helper, and no other, holding its memory.
+    Each worker takes ~5 MB of the shared region (its state, rings and
+    tables) and children stop joining once three quarters of it are in
+    use, so the 200 fit only if the region of each worker that ended
+    goes back. Every worker's samples are in the profile."""
+    out = tmp_path / "tree.strata"
+    r = strata("record", "-o", out, "--", python.exe, PROGRAMS / "tree_pool.py", "200", timeout=300)
+    assert r.returncode == 0, r.stderr
+    said = {l.split()[0]: l.split()[1:] for l in r.stdout.splitlines() if l.strip()}
+    assert said["workers"] == ["200"], r.stdout
+    assert said["unserved"] == ["0"], r.stdout
+    assert len(said["root"]) == 1 and said["helpers"] == said["root"], r.stdout
+    data, err = report(out)
+    assert func_row(data, "work")["self"] > 100, data["samples"]
+    workers = [p for p in data["processes"] if p["samples"] > 0]
+    assert len(workers) >= 150, len(workers)
+    assert all(p["finished"] for p in data["processes"]), [p for p in data["processes"] if not p["finished"]]
 
 
 # ---- a daemon: python-daemon's DaemonContext -----------------------------------

@@ -58,8 +58,9 @@ int agent_helper_alive(pid_t pid)
 	return found;
 }
 
-/* The helpers holding `path` open whose target is alive (alive = 1) or
- * gone (alive = 0): up to max target pids into pids. */
+/* The helpers holding `path` open with a process they serve alive
+ * (alive = 1: up to max of those pids into pids), or with none alive
+ * (alive = 0: the pids they were started for). */
 static int helpers_holding(const char *path, pid_t *pids, int max, int alive)
 {
 	struct stat want;
@@ -85,21 +86,31 @@ static int helpers_holding(const char *path, pid_t *pids, int max, int alive)
 			continue;
 		buf[len] = 0;
 		pid_t target = (pid_t)strtol(buf + sizeof(name), NULL, 10);
+		/* The processes it serves: the one that started it (its
+		 * command line), and every process whose memory it holds
+		 * (/proc/PID/mem: a tree's fork children join it). */
 		snprintf(p, sizeof(p), "/proc/%s/fd", e->d_name);
 		DIR *fdd = opendir(p);
 		struct dirent *f;
 		int holds = 0;
-		while (fdd && !holds && (f = readdir(fdd))) {
+		pid_t live = target > 0 && attach_alive(target) ? target : 0;
+		while (fdd && (f = readdir(fdd))) {
 			struct stat st;
-			char fp[600];
+			char fp[600], ln[64];
 			snprintf(fp, sizeof(fp), "%s/%s", p, f->d_name);
-			if (f->d_name[0] != '.' && stat(fp, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino)
+			if (f->d_name[0] == '.')
+				continue;
+			if (!holds && stat(fp, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino)
 				holds = 1;
+			ssize_t ll = live ? -1 : readlink(fp, ln, sizeof(ln) - 1);
+			int mp;
+			if (ll > 0 && (ln[ll] = 0, sscanf(ln, "/proc/%d/mem", &mp) == 1) && mp > 0 && attach_alive((pid_t)mp))
+				live = (pid_t)mp;
 		}
 		if (fdd)
 			closedir(fdd);
-		if (holds && target > 0 && attach_alive(target) == alive)
-			pids[n++] = target;
+		if (holds && target > 0 && (live != 0) == alive)
+			pids[n++] = live ? live : target;
 	}
 	closedir(d);
 	return n;
