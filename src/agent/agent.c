@@ -319,7 +319,7 @@ static void atfork_parent(void)
 static int join_tree(const struct agent_state *copy, size_t sz)
 {
 	uint64_t key;
-	/* Three quarters of the region in use (about 150 live workers: each
+	/* Three quarters of the region in use (about 600 live workers: each
 	 * takes ~5 MB of it, most never touched): a tree that big gives its
 	 * next children regions of their own, and keeps the rest for the
 	 * threads and tables of those it has. */
@@ -352,6 +352,9 @@ static int join_tree(const struct agent_state *copy, size_t sz)
 		ctlsock_close();
 		if (getenv("STRATA_DEBUG_AGENTD"))
 			agent_log("process %d: %s; starting a helper of its own", (int)getpid(), err);
+		/* A helper that reads our request late (it was stopped)
+		 * finds no process of that pid in the state, and refuses. */
+		st->pid = 0;
 		shm_free_owned(st);
 		shm_close_fd(NULL);
 		return 0;

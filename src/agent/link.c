@@ -454,13 +454,13 @@ int link_join(int ctl_fd, char *err, size_t errlen)
 	int32_t status = -1;
 	ssize_t r = -1;
 	if (w == (ssize_t)sizeof(m)) {
-		/* Its answer comes once it serves us (a second, or a few
-		 * under load, for --native's tables); bounded, as every
-		 * wait on the helper is. */
+		/* Its answer comes once it serves us (a moment, more under
+		 * load for --native's tables); bounded, as every wait on the
+		 * helper is: a stopped helper leaves us to start our own. */
 		struct pollfd pf = { so, POLLIN, 0 };
 		int pr;
 		do
-			pr = poll(&pf, 1, 10000);
+			pr = poll(&pf, 1, 5000);
 		while (pr < 0 && errno == EINTR);
 		if (pr > 0)
 			r = recv(so, &status, sizeof(status), 0);

@@ -81,6 +81,7 @@ static struct {
 	struct target *t[AGENTD_TARGETS_MAX];
 	int n;
 	int served;                  /* processes served, the first included */
+	char python_version[64];     /* the first's: joiners run the same */
 } D = { .term = { -1, -1 }, .lfd = -1 };
 
 /* What this file keeps of each process served. */
@@ -732,7 +733,7 @@ static int join_one(int c)
 	int ok = n == (ssize_t)sizeof(m) && m.magic == LINK_JOIN_MAGIC && nfds == 1 + (m.has_ctl != 0) &&
 		 cr.pid == m.pid && m.state &&
 		 shm_contains(st, sizeof(*st)) && st->pid == m.pid && D.n < AGENTD_TARGETS_MAX && D.n > 0 &&
-		 !strcmp(st->python_version, D.t[0]->state->python_version);
+		 !strncmp(st->python_version, D.python_version, sizeof(D.python_version));
 	struct target *t = ok ? target_new(m.pid) : NULL;
 	if (!t) {
 		dbg("a join refused (%zd bytes, %d descriptors)", n, nfds);
@@ -857,6 +858,9 @@ int main(int argc, char **argv)
 	}
 	if (target_start(AGENTD_FD_MEM, AGENTD_FD_CTL))
 		return 1;
+	/* Kept: the first target's state goes back to the region when its
+	 * process ends, and the tree may live on. */
+	snprintf(D.python_version, sizeof(D.python_version), "%s", agent.python_version);
 	tree_listen();
 
 	/* One thread serves the links and watches the targets: a task

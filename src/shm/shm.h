@@ -42,9 +42,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Largest size: slots and rings of ~2000 threads, plus tables. Mapped at
- * once where RLIMIT_AS is unlimited (it costs nothing there). */
-#define SHM_DEFAULT_MAX (1ull << 30)
+/* Largest size: slots and rings of ~8000 threads, plus tables, for a
+ * process and the fork children that stay in its region (~5 MB each, a
+ * pool's workers: the tree stops taking children in at three quarters).
+ * Mapped at once where RLIMIT_AS is unlimited (it costs nothing there:
+ * pages are used only as written). */
+#define SHM_DEFAULT_MAX (4ull << 30)
 
 /* The profiled process: a new region (memfd, close-on-exec) at a free
  * address, growing to at most `max`. Returns 0, or -1 with errno. */

@@ -362,6 +362,23 @@ def test_one_helper_for_a_tree(python, tmp_path):
     assert all(p["finished"] for p in data["processes"]), [p for p in data["processes"] if not p["finished"]]
 
 
+def test_fork_while_the_tree_helper_is_stopped(python, tmp_path):
+    """A fork child whose tree's helper is stopped (SIGSTOP) does not wait
+    for it past the bound (5 s): it starts a helper of its own and is
+    profiled by that one alone; the stopped helper, let go, does not take
+    it too (its request is refused: the state it named is gone)."""
+    out = tmp_path / "stopped.strata"
+    r = strata("record", "-o", out, "--", python.exe, PROGRAMS / "tree_stopped.py", timeout=120)
+    assert r.returncode == 0, r.stderr
+    said = dict(l.split(None, 1) for l in r.stdout.splitlines() if " " in l)
+    assert r.stdout.splitlines()[-1] == "done", r.stdout
+    assert float(said["child"]) < 7, r.stdout
+    assert said["helpers"] == "1", r.stdout
+    data, err = report(out)
+    child = [p for p in data["processes"] if p["pid"] == int(said["pid"])]
+    assert len(child) == 1 and child[0]["samples"] > 100 and child[0]["finished"], data["processes"]
+
+
 # ---- a daemon: python-daemon's DaemonContext -----------------------------------
 
 
