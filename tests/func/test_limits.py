@@ -362,6 +362,7 @@ def test_one_helper_for_a_tree(python, tmp_path):
     assert all(p["finished"] for p in data["processes"]), [p for p in data["processes"] if not p["finished"]]
 
 
+@pytest.mark.edge_pythons
 def test_fork_while_the_tree_helper_is_stopped(python, tmp_path):
     """A fork child whose tree's helper is stopped (SIGSTOP) does not wait
     for it past the bound (5 s): it starts a helper of its own and is
