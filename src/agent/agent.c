@@ -330,18 +330,13 @@ static int join_tree(const struct agent_state *copy, size_t sz)
 	if (link_tree_region())
 		return 0;
 	struct agent_state *st = shm_alloc(sz);
-	if (!st) {
-		shm_close_fd(NULL);
-		return 0;
-	}
+	if (!st)
+		goto own;
 	shm_set_owner(st, st);
 	memcpy(st, copy, sz);
 	agentp = st;
-	if (state_fresh(1)) {
-		shm_free_owned(st);
-		shm_close_fd(NULL);
-		return 0;
-	}
+	if (state_fresh(1))
+		goto drop;
 	/* The child is a process of its own: its stream starts silent and
 	 * becomes visible with its first sample. Whatever the parent
 	 * attached (a session of its own) stays the parent's. */
@@ -355,9 +350,7 @@ static int join_tree(const struct agent_state *copy, size_t sz)
 		/* A helper that reads our request late (it was stopped)
 		 * finds no process of that pid in the state, and refuses. */
 		st->pid = 0;
-		shm_free_owned(st);
-		shm_close_fd(NULL);
-		return 0;
+		goto drop;
 	}
 	/* The helper grows the region from now on. */
 	shm_close_fd(link_grow);
@@ -368,6 +361,11 @@ static int join_tree(const struct agent_state *copy, size_t sz)
 	if (agent.cfg.perf_map)
 		jitdump_map();
 	return 1;
+drop:
+	shm_free_owned(st);
+own:
+	shm_close_fd(NULL);
+	return 0;
 }
 
 static void atfork_child(void)

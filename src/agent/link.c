@@ -239,8 +239,44 @@ static const char *const pass_env[] = {
 	"SSL_CERT_FILE", "SSL_CERT_DIR", NULL,
 };
 
-static int open_mem(char *err, size_t errlen);
-static void link_reset(void);
+/* Opens /proc/self/mem for the helper: read-write, else read-only.
+ * -1 with err set. */
+static int open_mem(char *err, size_t errlen)
+{
+	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+	if (mem < 0 && errno != EMFILE)
+		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
+	if (mem < 0) {
+		int e = errno;
+		char lim[64];
+		fd_limit_note(lim, sizeof(lim), e);
+		if (e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
+			/* The kernel hides a non-dumpable process's memory from
+			 * every process of its user, itself through /proc
+			 * included: its executable is not readable by the user
+			 * it runs as (a program run as another user from a
+			 * private directory), or it changed credentials. */
+			snprintf(err, errlen, "this process (uid %u) is not dumpable: its executable is not readable by "
+				 "the user it runs as, or it changed its credentials, so the agent's helper may not read "
+				 "its memory", (unsigned)getuid());
+		else
+			snprintf(err, errlen, "cannot start the agent's helper: /proc/self/mem: %s%s", strerror(e), lim);
+		errno = e;
+	}
+	return mem;
+}
+
+/* A new helper (or the tree's) starts with no request of ours pending
+ * (after a failed exec the last one may have left without serving
+ * everything). */
+static void link_reset(void)
+{
+	atomic_store(&agent.link_req, 0);
+	atomic_store(&agent.link_done, atomic_load(&agent.link_seq));
+	atomic_store(&agent.link_grown, atomic_load(&agent.link_seq));
+	atomic_store(&agent.link_grow, 0);
+	atomic_store(&agent.link_gone, 0);
+}
 
 int link_spawn(int ctl_fd, char *err, size_t errlen)
 {
@@ -345,45 +381,6 @@ int link_spawn(int ctl_fd, char *err, size_t errlen)
 	return 0;
 }
 
-/* Opens /proc/self/mem for the helper: read-write, else read-only.
- * -1 with err set. */
-static int open_mem(char *err, size_t errlen)
-{
-	int mem = high_fd(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
-	if (mem < 0 && errno != EMFILE)
-		mem = high_fd(open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
-	if (mem < 0) {
-		int e = errno;
-		char lim[64];
-		fd_limit_note(lim, sizeof(lim), e);
-		if (e == EACCES && prctl(PR_GET_DUMPABLE) == 0)
-			/* The kernel hides a non-dumpable process's memory from
-			 * every process of its user, itself through /proc
-			 * included: its executable is not readable by the user
-			 * it runs as (a program run as another user from a
-			 * private directory), or it changed credentials. */
-			snprintf(err, errlen, "this process (uid %u) is not dumpable: its executable is not readable by "
-				 "the user it runs as, or it changed its credentials, so the agent's helper may not read "
-				 "its memory", (unsigned)getuid());
-		else
-			snprintf(err, errlen, "cannot start the agent's helper: /proc/self/mem: %s%s", strerror(e), lim);
-		errno = e;
-	}
-	return mem;
-}
-
-/* A new helper (or the tree's) starts with no request of ours pending
- * (after a failed exec the last one may have left without serving
- * everything). */
-static void link_reset(void)
-{
-	atomic_store(&agent.link_req, 0);
-	atomic_store(&agent.link_done, atomic_load(&agent.link_seq));
-	atomic_store(&agent.link_grown, atomic_load(&agent.link_seq));
-	atomic_store(&agent.link_grow, 0);
-	atomic_store(&agent.link_gone, 0);
-}
-
 int link_tree_region(void)
 {
 	uint64_t key;
@@ -448,9 +445,7 @@ int link_join(int ctl_fd, char *err, size_t errlen)
 	/* The helper takes it at its next look: ring. */
 	ssize_t w = sendmsg(so, &mh, MSG_NOSIGNAL);
 	close(mem);
-	_Atomic uint32_t *bell = shm_doorbell();
-	atomic_fetch_add(bell, 1);
-	link_futex_wake(bell, 1);
+	link_ring(shm_doorbell(), 1);
 	int32_t status = -1;
 	ssize_t r = -1;
 	if (w == (ssize_t)sizeof(m)) {
@@ -493,11 +488,7 @@ static uint32_t post(uint32_t bits)
 	uint32_t t = atomic_fetch_add(&agent.link_seq, 1) + 1;
 	/* The helper may serve a tree of processes: it waits on the
 	 * region's doorbell, then looks at each one's link_seq. */
-	_Atomic uint32_t *bell = shm_doorbell();
-	if (bell) {
-		atomic_fetch_add(bell, 1);
-		link_futex_wake(bell, 1);
-	}
+	link_ring(shm_doorbell(), 1);
 	return t;
 }
 

@@ -39,7 +39,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -90,8 +89,7 @@ struct proc {
 	int memfd;                   /* its /proc/PID/mem, opened by itself */
 	pthread_mutex_t finish_lock;
 	int finished;                /* its stream is ended */
-	int done;                    /* nothing more to do for it */
-	int freed;                   /* its blocks in the region went back */
+	int freed;                   /* its blocks in the region went back (or never taken: a failed join) */
 	int told_scan;               /* a scanned thread's event failed: said */
 	uint64_t writer_round;       /* freed: the writer's round then */
 	uint32_t seen;               /* the last link ticket served */
@@ -190,11 +188,7 @@ static void on_term(int sig)
 	(void)w;
 	/* The main thread may be waiting on the doorbell, and the signal
 	 * may have reached another thread. */
-	_Atomic uint32_t *bell = shm_doorbell();
-	if (bell) {
-		atomic_fetch_add(bell, 1);
-		link_futex_wake(bell, INT_MAX);
-	}
+	link_ring(shm_doorbell(), INT_MAX);
 }
 
 /* How the reader reads the current target (remote.c reads the calling
@@ -463,13 +457,6 @@ static int target_alive(int ms)
 	}
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* However the helper leaves (done, or unable to start), the processes it
  * served stop waiting for it. */
 static void leaving(void)
@@ -488,17 +475,7 @@ static void leaving(void)
  * /proc/PID/mem is memfd and control socket ctlfd (-1: none): the
  * reader's view of it, its loaded objects, its writer, its sampler and
  * control channel. 0, or -1 once start_failed said why. */
-static int target_start_fds(int memfd, int ctlfd);
-
 static int target_start(int memfd, int ctlfd)
-{
-	int rc = target_start_fds(memfd, ctlfd);
-	if (rc && ctlfd >= 0)
-		close(ctlfd);
-	return rc;
-}
-
-static int target_start_fds(int memfd, int ctlfd)
 {
 	struct target *t = agentd_target;
 	pid_t pid = t->pid;
@@ -514,8 +491,7 @@ static int target_start_fds(int memfd, int ctlfd)
 	t->reader = agentd_reader->target_new(&renv);
 	if (!t->reader) {
 		start_failed("the agent's helper is out of memory");
-		atomic_store(&agent.sampling, 0);
-		return -1;
+		goto fail;
 	}
 	t->reader_use = agentd_reader->target_use;
 	target_enter(t);
@@ -527,7 +503,7 @@ static int target_start_fds(int memfd, int ctlfd)
 		jitdump_start();
 	if (agent.cfg.mode == MODE_WALL && !agent.sampler_slot) {
 		start_failed("the wall sampler has no ring");
-		return -1;
+		goto fail;
 	}
 	/* A standby agent with an output by path is the fork child of a
 	 * process that was being recorded after an attach: it records into
@@ -549,8 +525,7 @@ static int target_start_fds(int memfd, int ctlfd)
 			start_failed("cannot start the writer: %s%s", strerror(e), lim);
 		else
 			start_failed("cannot open the profile %s: %s%s", agent.cfg.output, strerror(e), lim);
-		atomic_store(&agent.sampling, 0);
-		return -1;
+		goto fail;
 	}
 	if (agent.cfg.mode == MODE_WALL)
 		wall_start();
@@ -567,6 +542,11 @@ static int target_start_fds(int memfd, int ctlfd)
 		close(ctlfd);
 	}
 	return 0;
+fail:
+	atomic_store(&agent.sampling, 0);
+	if (ctlfd >= 0)
+		close(ctlfd);
+	return -1;
 }
 
 /* A target whose stream is ended and whose process no longer uses the
@@ -655,7 +635,7 @@ static void tree_listen(void)
 		return;
 	uint64_t key = 0;
 	if (getrandom(&key, sizeof(key), GRND_NONBLOCK) != (ssize_t)sizeof(key))
-		key = (uint64_t)now_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+		key = mono_ns() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return;
@@ -746,11 +726,7 @@ static int join_one(int c)
 	D.t[D.n++] = t;
 	target_enter(t);
 	if (target_start(fds[0], nfds > 1 ? fds[1] : -1)) {
-		P.done = P.freed = 1;
-		close(fds[0]);
-		if (P.pidfd >= 0)
-			close(P.pidfd);
-		P.memfd = P.pidfd = -1;
+		target_release(); /* its descriptors; its blocks stay the process's */
 		reply(c, EINVAL);
 		return 0;
 	}
@@ -877,21 +853,19 @@ int main(int argc, char **argv)
 		uint32_t b = atomic_load(bell);
 		char tc;
 		int term = read(D.term[0], &tc, 1) == 1;
-		int64_t now = now_ms();
+		int64_t now = (int64_t)(mono_ns() / 1000000u);
 		int live = 0, sampling = 0;
 		for (int i = 0; i < D.n; i++) {
 			target_enter(D.t[i]);
-			if (P.done) {
+			if (P.finished || P.freed) {
 				if (!P.freed && !term && (!target_alive(0) || target_mm_gone()))
 					target_release();
 				continue;
 			}
 			if (term)
 				finish_once(END_DETACH, 0);
-			if (term || serve_target(now)) {
-				P.done = 1;
+			if (term || serve_target(now))
 				continue;
-			}
 			live++;
 			sampling |= atomic_load(&agent.sampling);
 		}

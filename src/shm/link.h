@@ -59,6 +59,17 @@ static inline void link_futex_wake(_Atomic uint32_t *w, int n)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
+/* Rings the region's doorbell (shm_doorbell), which the helper serving
+ * the region's processes waits on: after a link request, a join, or to
+ * wake its main thread. Async-signal-safe. */
+static inline void link_ring(_Atomic uint32_t *bell, int n)
+{
+	if (!bell)
+		return;
+	__atomic_fetch_add((uint32_t *)bell, 1, __ATOMIC_SEQ_CST);
+	link_futex_wake(bell, n);
+}
+
 /* Descriptor numbers in the helper. */
 #define AGENTD_FD_SHM 3
 #define AGENTD_FD_MEM 4

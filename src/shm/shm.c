@@ -61,6 +61,9 @@ struct shm_header {
 	_Atomic uint64_t tree_key;
 };
 
+/* Where blocks begin: after the header, on a 64-byte boundary. */
+#define FIRST_BLOCK ((sizeof(struct shm_header) + 63) & ~63ull)
+
 struct tag {
 	uint32_t magic;              /* BLOCK_MAGIC in use, FREE_MAGIC free */
 	uint32_t cls;
@@ -163,7 +166,7 @@ static int init_header(uint64_t max, uint64_t mapped, int full)
 	h->magic = SHM_MAGIC;
 	h->max = max;
 	h->size = GROW_STEP;
-	h->brk = (sizeof(*h) + 63) & ~63ull;
+	h->brk = FIRST_BLOCK;
 	h->full = (uint32_t)full;
 	atomic_store(&h->target_mapped, mapped);
 	pthread_mutexattr_t a;
@@ -547,6 +550,18 @@ void *shm_alloc(size_t n) { return alloc(n, 1); }
 
 void *shm_alloc_dirty(size_t n) { return alloc(n, 0); }
 
+/* Puts a block on its class's free list; returns its size. Lock held. */
+static uint64_t push_free(struct tag *t)
+{
+	struct shm_header *h = H();
+	t->magic = FREE_MAGIC;
+	t->next_free = h->free[t->cls];
+	h->free[t->cls] = (uint64_t)((uint8_t *)t - S.base);
+	uint64_t bsize = (uint64_t)1 << (t->cls + MIN_SHIFT);
+	h->used -= bsize;
+	return bsize;
+}
+
 void shm_free(void *p)
 {
 	if (!p || !shm_contains(p, 1))
@@ -554,13 +569,9 @@ void shm_free(void *p)
 	struct tag *t = (struct tag *)p - 1;
 	if (t->magic != BLOCK_MAGIC || t->cls >= (uint32_t)NCLASSES)
 		return;
-	struct shm_header *h = H();
 	if (lock_alloc())
 		return; /* the block is lost, not the program's time */
-	t->magic = FREE_MAGIC;
-	t->next_free = h->free[t->cls];
-	h->free[t->cls] = (uint64_t)((uint8_t *)t - S.base);
-	h->used -= (uint64_t)1 << (t->cls + MIN_SHIFT);
+	push_free(t);
 	unlock();
 }
 
@@ -600,20 +611,15 @@ uint64_t shm_free_owned(const void *owner)
 	uint64_t me = (uint64_t)((const uint8_t *)owner - S.base), freed = 0;
 	if (lock_alloc())
 		return 0;
-	uint64_t brk = h->brk, pos = (sizeof(*h) + 63) & ~63ull;
+	uint64_t brk = h->brk, pos = FIRST_BLOCK;
 	while (pos < brk) {
 		uint64_t off = next_block(pos, brk);
 		if (!off)
 			break;
 		struct tag *t = (struct tag *)(S.base + off);
 		uint64_t bsize = (uint64_t)1 << (t->cls + MIN_SHIFT);
-		if (t->magic == BLOCK_MAGIC && (t->next_free == me || off + sizeof(*t) == me)) {
-			t->magic = FREE_MAGIC;
-			t->next_free = h->free[t->cls];
-			h->free[t->cls] = off;
-			h->used -= bsize;
-			freed += bsize;
-		}
+		if (t->magic == BLOCK_MAGIC && (t->next_free == me || off + sizeof(*t) == me))
+			freed += push_free(t);
 		pos = off + bsize;
 	}
 	unlock();
