@@ -389,16 +389,14 @@ int link_tree_region(void)
 		return -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)helper, AGENTD_FD_SHM);
-	/* The file grows under us now and then: its size is checked
-	 * against the region's. */
-	for (int tries = 0; tries < 8; tries++) {
-		int fd = high_fd(open(path, O_RDWR | O_CLOEXEC));
-		if (fd < 0)
-			return -1;
-		if (shm_adopt_fd(fd) == 0)
-			return 0;
-		close(fd);
-	}
+	/* Checked against the region (its size), while the tree's other
+	 * processes may be growing it. */
+	int fd = high_fd(open(path, O_RDWR | O_CLOEXEC));
+	if (fd < 0)
+		return -1;
+	if (shm_adopt_fd(fd) == 0)
+		return 0;
+	close(fd);
 	return -1;
 }
 

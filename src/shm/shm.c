@@ -392,8 +392,15 @@ int shm_pending(void)
 
 int shm_adopt_fd(int fd)
 {
+	if (S.fd >= 0 || !S.base)
+		return -1;
+	/* Another process of the tree may be growing the file: it
+	 * truncates, then publishes the size, and the file never shrinks.
+	 * Read before the file's, the size published is never more than
+	 * the file's; the file may be larger for a moment. */
+	uint64_t size = __atomic_load_n(&H()->size, __ATOMIC_ACQUIRE);
 	struct stat st;
-	if (S.fd >= 0 || !S.base || fstat(fd, &st) || (uint64_t)st.st_size != H()->size)
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < size || (uint64_t)st.st_size > S.max)
 		return -1;
 	S.fd = fd;
 	return 0;

@@ -40,6 +40,9 @@ test_jitfind_EXTRA = src/agentd/jit-find.c
 # remote.c itself, against a fork child's memory.
 test_remote_EXTRA = src/agentd/remote.c src/agentd/target.c src/shm/util.c
 $(UNIT_DIR)/test_remote $(ASAN_DIR)/test_remote: src/agentd/remote.c src/agentd/target.c src/shm/util.c
+# The shared region, in this process and a fork child of it.
+test_shm_EXTRA = src/shm/shm.c src/shm/util.c -lpthread
+$(UNIT_DIR)/test_shm $(ASAN_DIR)/test_shm: src/shm/shm.c src/shm/util.c
 # The GOT redirection, on two builds of one fixture library (the argument:
 # where they are). The fixtures take no sanitizer: they are the kind of
 # library the agent meets.

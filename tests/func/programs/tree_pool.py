@@ -1,12 +1,13 @@
 """A pool whose workers each do one task and exit (maxtasksperchild=1),
-so TASKS worker processes are forked over the run, four at a time. Each
+so TASKS worker processes are forked over the run, POOL at a time (4
+unless given; as many as TASKS: all forked at once, a pool's start). Each
 worker returns its pid and the pids of the strata-agentd processes that
 hold its memory (/proc/PID/mem among their descriptors: the helpers that
 serve it). Prints "workers N", then "helpers H1 H2 ..." (every helper
 seen by any worker, and the main process's own), and "root H" (the main
 process's helper).
 
-    tree_pool.py TASKS
+    tree_pool.py TASKS [POOL]
 """
 import multiprocessing as mp
 import os
@@ -45,9 +46,10 @@ def work(i):
 
 def main():
     tasks = int(sys.argv[1])
+    pool = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     mp.set_start_method("fork")
     root = helpers_of(os.getpid())
-    with mp.Pool(4, maxtasksperchild=1) as p:
+    with mp.Pool(pool, maxtasksperchild=1) as p:
         res = p.map(work, range(tasks), chunksize=1)
     seen = set(root)
     for _, hs in res:
