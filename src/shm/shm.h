@@ -71,8 +71,9 @@ int shm_attach(int fd, uint64_t addr, uint64_t max);
 void shm_close_fd(int (*grow)(uint64_t want));
 /* The profiled process: fd is the region again (a copy of the helper's,
  * for the next helper after a failed exec, or a joining fork child's
- * until its helper serves it). 0, or -1 if it is not (a file of another
- * size); a file another process is growing is the region all the same. */
+ * until its helper serves it). 0, or -1 if it is not (not a regular
+ * file, smaller than the region or larger than its largest size); a
+ * file another process is growing is the region all the same. */
 int shm_adopt_fd(int fd);
 /* The helper: grows the file to at least `want` bytes (at most the
  * largest size), if it is smaller; never past what the profiled process

@@ -8,8 +8,6 @@
  * was taken for another file.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -34,8 +32,6 @@ void agent_log(const char *fmt, ...)
 /* Mapped whole (no RLIMIT_AS here), as a tree's region is; pages cost
  * only when written. */
 #define MAX (16ull << 30)
-
-static void fill(void *p, size_t n, int v) { memset(p, v, n); }
 
 static int holds(const void *p, size_t n, int v)
 {
@@ -68,8 +64,8 @@ static void test_free_owned(void)
 		CHECK(pa[i] && pb[i]);
 		if (!pa[i] || !pb[i])
 			return;
-		fill(pa[i], sizes[i], 0xa0 + i);
-		fill(pb[i], sizes[i], 0xb0 + i);
+		memset(pa[i], 0xa0 + i, sizes[i]);
+		memset(pb[i], 0xb0 + i, sizes[i]);
 	}
 	agentp = &outside;
 	uint64_t used = shm_used();
